@@ -1,0 +1,1 @@
+"""Backends place variables and communicate; they all share dsl.engine.loop."""

@@ -1,0 +1,1 @@
+"""Augmenters components: one module per registered type (see dsl.registry)."""

@@ -1,0 +1,1 @@
+"""Callbacks components: one module per registered type (see dsl.registry)."""

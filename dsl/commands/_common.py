@@ -1,0 +1,42 @@
+"""Options and error reporting shared by the subcommands that read a pipeline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Override a value, e.g. --set runner.max_epochs=2 (value parsed as YAML; repeatable).",
+)
+
+
+def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The resolved pipeline, or every located error on stderr and exit status 1."""
+    from dsl.pipeline import PipelineError, load_pipeline
+
+    try:
+        return load_pipeline(path, overrides)
+    except PipelineError as exc:
+        for diagnostic in exc.diagnostics:
+            click.echo(diagnostic.format_text(), err=True)
+        sys.exit(1)
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print `dslrun: error: message` on stderr and exit (no traceback)."""
+    click.echo(f"dslrun: error: {message}", err=True)
+    sys.exit(code)
+
+
+def echo_err(message: str) -> None:
+    click.echo(message, err=True)
+
+
+Callback = Callable[..., Any]

@@ -1,0 +1,1 @@
+"""The training engine: compiler, loop and run directory. Imports TensorFlow."""

@@ -1,0 +1,104 @@
+"""Callbacks plug into the training loop through hooks, ordered by a named priority.
+
+As in MMEngine: a hook overrides the template methods it cares about; the loop calls
+every hook at each point, lowest priority value first, list order breaking ties. The
+`*_train_*` / `*_val_*` methods default to the mode-independent `before_epoch` etc., so
+a hook that does the same thing in both modes overrides one method.
+
+This module never imports TensorFlow: the callback modules that subclass `Hook` are
+imported by `dslrun validate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRIORITIES: dict[str, int] = {
+    "HIGHEST": 0,
+    "VERY_HIGH": 10,
+    "HIGH": 30,
+    "ABOVE_NORMAL": 40,
+    "NORMAL": 50,
+    "BELOW_NORMAL": 60,
+    "LOW": 70,
+    "VERY_LOW": 90,
+    "LOWEST": 100,
+}
+
+PRIORITY_PARAM: dict[str, Any] = {
+    "description": (
+        "When this callback runs relative to the others at each hook point: a name "
+        "(HIGHEST, VERY_HIGH, HIGH, ABOVE_NORMAL, NORMAL, BELOW_NORMAL, LOW, VERY_LOW, LOWEST) "
+        "or 0-100, lower first. Omit to use the callback's own default."
+    ),
+    "anyOf": [
+        {"type": "string", "enum": list(PRIORITIES)},
+        {"type": "integer", "minimum": 0, "maximum": 100},
+    ],
+    "default": None,
+}
+
+
+def priority_value(priority: str | int) -> int:
+    """A priority name or number as the number the loop sorts by."""
+    return PRIORITIES[priority] if isinstance(priority, str) else int(priority)
+
+
+class Hook:
+    """Base class of every callback. `runner` is the `dsl.engine.runner.Runner`.
+
+    Class attributes:
+        priority: default priority name; the YAML `priority:` key overrides it.
+        chief_only: run only on the chief (rank 0) — for hooks that write files or print.
+    """
+
+    priority: str | int = "NORMAL"
+    chief_only: bool = False
+
+    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+        self.params = dict(params or {})
+        self.context = context
+        if self.params.get("priority") is not None:
+            self.priority = self.params["priority"]
+
+    @property
+    def name(self) -> str:
+        return str(self.params.get("type", type(self).__name__))
+
+    # Mode-independent template methods.
+    def before_run(self, runner: Any) -> None: ...
+    def after_run(self, runner: Any) -> None: ...
+    def before_epoch(self, runner: Any) -> None: ...
+    def after_epoch(self, runner: Any) -> None: ...
+    def before_iter(self, runner: Any) -> None: ...
+    def after_iter(self, runner: Any) -> None: ...
+
+    # Mode-specific points; by default they fall through to the methods above.
+    def before_train_epoch(self, runner: Any) -> None:
+        self.before_epoch(runner)
+
+    def after_train_epoch(self, runner: Any) -> None:
+        self.after_epoch(runner)
+
+    def before_val_epoch(self, runner: Any) -> None:
+        self.before_epoch(runner)
+
+    def after_val_epoch(self, runner: Any) -> None:
+        self.after_epoch(runner)
+
+    def before_train_iter(self, runner: Any) -> None:
+        self.before_iter(runner)
+
+    def after_train_iter(self, runner: Any) -> None:
+        self.after_iter(runner)
+
+    def before_val_iter(self, runner: Any) -> None:
+        self.before_iter(runner)
+
+    def after_val_iter(self, runner: Any) -> None:
+        self.after_iter(runner)
+
+
+def sort_hooks(hooks: list[Hook]) -> list[Hook]:
+    """Hooks in calling order: by priority value, then by their order in the list."""
+    return [h for _, _, h in sorted((priority_value(h.priority), i, h) for i, h in enumerate(hooks))]

@@ -1,0 +1,1 @@
+"""Inputters components: one module per registered type (see dsl.registry)."""

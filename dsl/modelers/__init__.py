@@ -1,0 +1,1 @@
+"""Modelers components: one module per registered type (see dsl.registry)."""

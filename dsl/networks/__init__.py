@@ -1,0 +1,1 @@
+"""Networks components: one module per registered type (see dsl.registry)."""

@@ -1,0 +1,146 @@
+"""The component catalogue: every `type:` a pipeline may name, with its parameters.
+
+The registry is the single source of truth. The JSON Schema (`dslrun schema`), the
+catalogue (`dslrun list`), `docs/components.md` and the compiler all read it, so a
+component exists for users exactly when it is registered here.
+
+A component is one module under `dsl/<kind>s/` that calls `register(...)` on its builder
+at import time. Those modules must not import TensorFlow at module level (import it inside
+`build`), because `dslrun validate` imports every one of them and must stay fast and
+TensorFlow-free. Modules whose name starts with `_` are private helpers: they are not
+walked by `load_all` and may import TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# kind -> the package holding its modules (the YAML section a user writes).
+KINDS: dict[str, str] = {
+    "inputter": "dsl.inputters",
+    "augmenter": "dsl.augmenters",
+    "network": "dsl.networks",
+    "modeler": "dsl.modelers",
+    "callback": "dsl.callbacks",
+}
+
+
+class RegistryError(LookupError):
+    """A type that is unknown, or registered twice."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One registered `type`: its JSON Schema fragment and the function that builds it."""
+
+    kind: str
+    type: str
+    description: str
+    params: dict[str, dict[str, Any]]
+    builder: Callable[..., Any]
+    required: tuple[str, ...] = ()
+    module: str = ""
+    unique: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def schema(self) -> dict[str, Any]:
+        """JSON Schema of this component's section, `type` included, no unknown keys."""
+        props: dict[str, Any] = {
+            "type": {"const": self.type, "description": f"Component type: {self.description}"}
+        }
+        props.update(self.params)
+        schema: dict[str, Any] = {
+            "type": "object",
+            "description": self.description,
+            "properties": props,
+            "required": ["type", *self.required],
+            "additionalProperties": False,
+        }
+        schema.update(self.extra)
+        return schema
+
+
+_REGISTRY: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+_LOADED = False
+
+
+def register(
+    kind: str,
+    type: str,  # noqa: A002 - the YAML key is `type`
+    *,
+    params: dict[str, dict[str, Any]],
+    description: str,
+    required: tuple[str, ...] | list[str] = (),
+    unique: bool = False,
+    **extra: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `builder(params, context)` as the component `type` of `kind`.
+
+    `params` maps each parameter to its JSON Schema (with `description` and, when it is
+    optional, `default`). `unique` callbacks may appear once per pipeline (a second
+    `checkpoint` would fight the first over the same files). `extra` is merged into the component's schema (e.g. `allOf`
+    for cross-field rules).
+    """
+    if kind not in KINDS:
+        raise RegistryError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
+
+    def decorator(builder: Callable[..., Any]) -> Callable[..., Any]:
+        if type in _REGISTRY[kind]:
+            other = _REGISTRY[kind][type].module
+            raise RegistryError(f"{kind} type {type!r} is registered twice ({other} and {builder.__module__})")
+        _REGISTRY[kind][type] = Component(
+            kind=kind,
+            type=type,
+            description=description,
+            params=params,
+            builder=builder,
+            required=tuple(required),
+            module=builder.__module__,
+            unique=unique,
+            extra=dict(extra),
+        )
+        return builder
+
+    return decorator
+
+
+def load_all() -> None:
+    """Import every component module, so that all of them have registered."""
+    global _LOADED
+    if _LOADED:
+        return
+    for package_name in KINDS.values():
+        package = importlib.import_module(package_name)
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{package_name}.{info.name}")
+    _LOADED = True
+
+
+def lookup(kind: str, type: str) -> Component:  # noqa: A002
+    """The component registered as `type` of `kind`; a clear error when there is none."""
+    load_all()
+    try:
+        return _REGISTRY[kind][type]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY.get(kind, {}))) or "none"
+        raise RegistryError(
+            f"no {kind} of type {type!r} is registered (known: {known}); "
+            f"make sure its module is under {KINDS.get(kind, 'dsl')} and calls register()"
+        ) from None
+
+
+def components(kind: str | None = None) -> list[Component]:
+    """All registered components (of one kind), sorted by kind then type."""
+    load_all()
+    kinds = [kind] if kind else list(KINDS)
+    return [_REGISTRY[k][t] for k in kinds for t in sorted(_REGISTRY[k])]
+
+
+def types(kind: str) -> list[str]:
+    """The registered type names of one kind, sorted."""
+    load_all()
+    return sorted(_REGISTRY[kind])

@@ -1,0 +1,148 @@
+"""The pipeline's top-level keys and the `runner` section, as JSON Schema fragments.
+
+Component sections (`inputter`, `augmenter`, `network`, `modeler`, `callbacks`) come from
+the registry; everything else a pipeline may say is declared here. `dsl.schema` assembles
+the two into `schemas/pipeline.schema.json`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUPPORTED_VERSIONS = (1,)
+
+# Which kind each component section holds; `callbacks` is a list of them.
+COMPONENT_SECTIONS: dict[str, str] = {
+    "inputter": "inputter",
+    "augmenter": "augmenter",
+    "network": "network",
+    "modeler": "modeler",
+    "callbacks": "callback",
+}
+
+REQUIRED_SECTIONS = ("version", "inputter", "network", "modeler", "runner")
+
+WORKFLOW_MODES = ("train", "val")
+
+RUNNER_PARAMS: dict[str, dict[str, Any]] = {
+    "backend": {
+        "description": (
+            "Where the loop runs: `local` (one process), or `auto` (Horovod when started by "
+            "horovodrun/mpirun, local otherwise)."
+        ),
+        "type": "string",
+        "enum": ["auto", "local"],
+        "default": "auto",
+    },
+    "model_dir": {
+        "description": (
+            "Run directory: resolved pipeline, checkpoints, TensorBoard events, metrics. "
+            "Re-running with the same directory resumes. Default: runs/<name>."
+        ),
+        "type": ["string", "null"],
+        "default": None,
+    },
+    "workflow": {
+        "description": (
+            "Phases of one cycle, as in mmcv: [[train, 2], [val, 1]] trains 2 epochs (or "
+            "iters) then validates once, repeated until max_epochs / max_iters."
+        ),
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "array",
+            "prefixItems": [
+                {"type": "string", "enum": list(WORKFLOW_MODES), "description": "Mode of this phase."},
+                {"type": "integer", "minimum": 1, "description": "Epochs (or iters) in this phase."},
+            ],
+            "minItems": 2,
+            "maxItems": 2,
+            "items": False,
+            "description": "[mode, count]",
+        },
+        "default": [["train", 1]],
+    },
+    "max_epochs": {
+        "description": "Train this many epochs (epoch-based). Give exactly one of max_epochs and max_iters.",
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "default": None,
+    },
+    "max_iters": {
+        "description": (
+            "Train this many steps (iter-based); workflow counts are then steps and a val phase "
+            "runs the whole val set. Give exactly one of max_epochs and max_iters."
+        ),
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "default": None,
+    },
+    "val_steps": {
+        "description": "Batches per validation phase; null = the whole val set.",
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "default": None,
+    },
+    "steps_per_call": {
+        "description": "Train steps run inside one graph call (fewer Python round trips). Hooks see every call.",
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1000,
+        "default": 1,
+    },
+    "jit_compile": {
+        "description": "XLA-compile the train step: auto (off on CPU, where it measured 4.5x slower), true or false.",
+        "anyOf": [{"type": "string", "enum": ["auto"]}, {"type": "boolean"}],
+        "default": "auto",
+    },
+    "intra_op_threads": {
+        "description": "TensorFlow intra-op threads (0 or null: TensorFlow decides).",
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "default": None,
+    },
+    "inter_op_threads": {
+        "description": "TensorFlow inter-op threads (0 or null: TensorFlow decides).",
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "default": None,
+    },
+    "metrics_format": {
+        "description": "Format of the metrics file in the run directory: jsonl (metrics.jsonl) or csv (metrics.csv).",
+        "type": "string",
+        "enum": ["jsonl", "csv"],
+        "default": "jsonl",
+    },
+}
+
+TOP_LEVEL: dict[str, dict[str, Any]] = {
+    "version": {
+        "description": "Version of the pipeline language. Only 1 exists.",
+        "enum": list(SUPPORTED_VERSIONS),
+    },
+    "name": {
+        "description": "Short name of the pipeline; the default run directory is runs/<name>.",
+        "type": "string",
+        "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        "default": "pipeline",
+    },
+    "description": {"description": "Free text for readers of the pipeline.", "type": "string", "default": ""},
+    "extends": {
+        "description": (
+            "Base pipeline file(s), relative to this file. Mappings are deep-merged (this file "
+            "wins); lists and scalars are replaced whole."
+        ),
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
+    },
+    "seed": {
+        "description": "Seed for weights, shuffling and augmentation; null = a different run each time.",
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "default": None,
+    },
+    "deterministic": {
+        "description": "Make TensorFlow ops deterministic (slower); with a seed, reruns give identical weights.",
+        "type": "boolean",
+        "default": False,
+    },
+}
