@@ -40,3 +40,19 @@ def echo_err(message: str) -> None:
 
 
 Callback = Callable[..., Any]
+
+
+def user_errors(function: Callback) -> Callback:
+    """Turn a DslError raised anywhere below a command into one line on stderr and exit 1."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dsl.errors import DslError
+
+        try:
+            return function(*args, **kwargs)
+        except DslError as exc:
+            fail(str(exc))
+
+    return wrapper

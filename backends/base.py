@@ -1,0 +1,59 @@
+"""What a backend supplies to the shared loop: placement and communication, nothing else.
+
+The loop (dsl.engine.loop) never branches on a backend's name. It asks the backend where
+this process sits (`placement`), how to split data (`num_shards`, `shard_index`), how to
+reduce gradients (`wrap_tape`), how to make every rank start from the same weights
+(`broadcast`), and how to agree on metrics (`reduce_metrics`). The defaults here are
+those of a single process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.context import Placement
+
+
+class Backend:
+    """A single process: no sharding, no communication."""
+
+    name = "local"
+
+    def __init__(self, runner_params: dict[str, Any] | None = None) -> None:
+        self.runner_params = dict(runner_params or {})
+        self.placement = Placement()
+
+    def setup(self) -> None:
+        """Initialise communication; called before any TensorFlow op is created."""
+
+    @property
+    def num_shards(self) -> int:
+        return self.placement.world_size
+
+    @property
+    def shard_index(self) -> int:
+        return self.placement.rank
+
+    def lr_scale(self) -> float:
+        """Factor applied to the base learning rate (e.g. by world size); 1 here."""
+        return 1.0
+
+    def wrap_tape(self, tape: Any) -> Any:
+        """The gradient tape whose `gradient` reduces across replicas; unchanged here."""
+        return tape
+
+    def broadcast(self, variables: list[Any]) -> None:
+        """Make every replica hold the chief's values of `variables`; nothing to do here."""
+
+    def reduce_metrics(self, values: dict[str, float]) -> dict[str, float]:
+        """Average of each value across replicas; a single process already has it."""
+        return dict(values)
+
+    def barrier(self) -> None:
+        """Wait for every replica; nothing to wait for here."""
+
+    def shutdown(self) -> None:
+        """Release communication resources."""
+
+    def describe(self) -> str:
+        return f"{self.name} (1 process)"

@@ -1,0 +1,33 @@
+"""Pick the backend a pipeline asks for (`runner.backend`), `auto` from the environment."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from backends.base import Backend
+from dsl.errors import DslError
+
+# Variables set by horovodrun (HOROVOD_*), OpenMPI's mpirun (OMPI_*) and PMI launchers.
+_LAUNCHER_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+
+
+def launched_by_distributed_launcher(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether horovodrun or mpirun started this process."""
+    env = os.environ if environ is None else environ
+    return any(name in env for name in _LAUNCHER_VARIABLES)
+
+
+def select_backend(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Backend:
+    """The backend instance for `runner.backend`; a clear error for one that is unavailable."""
+    name = runner_params.get("backend", "auto")
+    if name == "auto":
+        name = "horovod" if launched_by_distributed_launcher(environ) else "local"
+    if name == "local":
+        from backends.local import LocalBackend
+
+        return LocalBackend(runner_params)
+    raise DslError(
+        f"runner.backend resolved to {name!r}, which this version of dslrun does not provide "
+        "(available: local). Run without horovodrun/mpirun, or set runner.backend: local."
+    )

@@ -1,0 +1,39 @@
+"""`dslrun run FILE` (or just `dslrun FILE`): train a pipeline, resuming its run directory."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dsl.commands._common import load_or_exit, set_option, user_errors
+
+
+@click.command("run")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@set_option
+@click.option("--no-resume", is_flag=True, help="Start fresh; old checkpoints are moved aside, not deleted.")
+@click.option("--resume-from", metavar="PATH", help="Resume from this checkpoint (prefix or directory); an error if it does not exist.")
+@user_errors
+def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from: str | None) -> None:
+    """Train the pipeline in FILE on the backend it selects."""
+    if no_resume and resume_from:
+        raise click.UsageError("--no-resume and --resume-from contradict each other; give one")
+    spec = load_or_exit(path, overrides)
+    from dsl.engine.launch import build_runner
+    from dsl.engine.rundir import write_pipeline
+    from dsl.pipeline import dump_pipeline
+
+    runner = build_runner(spec, resume=not no_resume, resume_from=resume_from)
+    if runner.placement.is_chief:
+        warning = write_pipeline(runner.model_dir, dump_pipeline(spec))
+        if warning:
+            click.echo(f"dslrun: warning: {warning}", err=True)
+    code = runner.run()
+    if runner.placement.is_chief and code == 0:
+        click.echo(f"dslrun: run directory: {runner.model_dir}")
+        finals = [record for record in runner.history if record["mode"] == "val"]
+        if finals:
+            values = ", ".join(f"{k} {v:.4f}" for k, v in finals[-1].items() if k not in ("mode", "epoch", "step"))
+            click.echo(f"dslrun: final validation (step {finals[-1]['step']}): {values}")
+    sys.exit(code)

@@ -1,0 +1,87 @@
+"""The run directory: what a run leaves behind, written so that a crash never half-writes it.
+
+Layout of `runner.model_dir`:
+    pipeline.yaml          the resolved pipeline this run used (previous one kept on change)
+    checkpoints/           tf.train.CheckpointManager (model, optimizer, step, epoch, data position)
+    tensorboard/<mode>/    TensorBoard event files
+    metrics.jsonl|csv      one record per finished phase (and what callbacks log)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temporary file and rename: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_pipeline(model_dir: Path, text: str) -> str | None:
+    """Store the resolved pipeline; returns a warning when it differs from the stored one."""
+    path = model_dir / "pipeline.yaml"
+    warning = None
+    if path.exists():
+        old = path.read_text(encoding="utf-8")
+        if old != text:
+            atomic_write_text(model_dir / "pipeline.previous.yaml", old)
+            warning = (
+                f"the pipeline differs from the one stored in {path} when this run directory was "
+                "created; the old one is kept as pipeline.previous.yaml"
+            )
+    atomic_write_text(path, text)
+    return warning
+
+
+class MetricsFile:
+    """Appends one record per phase to metrics.jsonl (or rewrites metrics.csv atomically)."""
+
+    def __init__(self, model_dir: Path, fmt: str = "jsonl") -> None:
+        self.format = fmt
+        self.path = model_dir / f"metrics.{fmt}"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: dict[str, Any]) -> None:
+        record = {"time": round(time.time(), 3), **record}
+        if self.format == "jsonl":
+            # A single short append is atomic enough: a crash loses at most this line.
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record, sort_keys=False) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        else:
+            rows = self.read() + [record]
+            columns: list[str] = []
+            for row in rows:
+                columns += [key for key in row if key not in columns]
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+            atomic_write_text(self.path, buffer.getvalue())
+
+    def read(self) -> list[dict[str, Any]]:
+        """All records so far (CSV values come back as strings)."""
+        if not self.path.exists():
+            return []
+        text = self.path.read_text(encoding="utf-8")
+        if self.format == "jsonl":
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return list(csv.DictReader(io.StringIO(text)))

@@ -1,0 +1,390 @@
+"""The one training loop every backend shares, and the state callbacks see.
+
+The runner walks the workflow (mmcv's `[[train, 2], [val, 1]]`), calls the compiled step
+functions, and calls every hook at each point. It never branches on the backend: the
+backend only shards data, wraps the gradient tape, broadcasts and reduces.
+
+State that must survive a restart — model, optimizer, step, data epoch and the position
+inside it — lives in one `tf.train.Checkpoint`; the data order of each epoch is derived
+from (seed, epoch), so the position is two integers instead of a saved shuffle buffer.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import tensorflow as tf
+
+from backends.base import Backend
+from dsl.engine.compiler import CompiledPipeline, use_jit
+from dsl.engine.phases import Phase, plan_phases
+from dsl.engine.rundir import MetricsFile
+from dsl.engine.steps import make_eval_call, make_train_call
+from dsl.errors import DslError
+
+
+class Preempted(Exception):
+    """SIGTERM or SIGINT arrived: save and leave."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Runner:
+    """Drives one process's share of the training; see docs/callbacks API in dsl/hooks.py."""
+
+    def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, resume: bool = True,
+                 resume_from: str | None = None) -> None:
+        spec = compiled.spec
+        params = spec["runner"]
+        self.compiled = compiled
+        self.pipeline = spec
+        self.context = compiled.context
+        self.backend = backend
+        self.placement = backend.placement
+        self.model_dir = Path(params["model_dir"])
+        self.model = compiled.model
+        self.modeler = compiled.modeler
+        self.inputter = compiled.inputter
+        self.augmenter = compiled.augmenter
+        self.hooks = compiled.hooks
+        self.seed = seed
+        self._resume = resume
+        self._resume_from = resume_from
+
+        self.workflow = [tuple(phase) for phase in params["workflow"]]
+        self.max_epochs: int | None = params.get("max_epochs")
+        self.max_iters: int | None = params.get("max_iters")
+        self.by_epoch = self.max_epochs is not None
+        self.steps_per_call: int = params["steps_per_call"]
+        self.batch_size: int = spec["inputter"]["batch_size"]
+        self.global_batch_size = self.batch_size * self.placement.world_size
+        self.steps_per_epoch: int | None = self.context.steps_per_epoch
+        self._check_data()
+
+        self.optimizer = self.modeler.optimizer(self.steps_per_epoch, backend.lr_scale())
+        self.optimizer.build(self.model.trainable_variables)
+        self.metrics = {mode: self._fresh_metrics(mode) for mode in ("train", "val")}
+        self.traces: Counter = Counter()
+        self._train_call = make_train_call(
+            self.model, self.modeler, self.optimizer, self.metrics["train"], backend.wrap_tape,
+            use_jit(params["jit_compile"]), self.traces,
+        )
+        self._eval_call = make_eval_call(self.model, self.modeler, self.metrics["val"], self.traces)
+
+        # Position: train steps done, data epochs done, batches consumed in the current epoch.
+        self.step = 0
+        self.epoch = 0
+        self.data_position = 0
+        self._state = {
+            "step": tf.Variable(0, dtype=tf.int64, trainable=False, name="step"),
+            "epoch": tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
+            "data_position": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_position"),
+        }
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **self._state)
+        self.checkpoint_manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self.model_dir / "checkpoints"), max_to_keep=self._max_to_keep()
+        )
+        self.metrics_file = MetricsFile(self.model_dir, params["metrics_format"]) if self.placement.is_chief else None
+        self._writers: dict[str, Any] = {}
+        self._iterator: Iterator | None = None
+        self._graph_args: tuple | None = None
+        self._last_saved_step = -1
+
+        self.mode = "train"
+        self.inner_step = 0
+        self.phase_steps: int | None = None
+        self.outputs: dict[str, float] = {}
+        self.phase_outputs: dict[str, float] = {}
+        self.history: list[dict[str, Any]] = []
+        self.iter_seconds = 0.0
+        self.should_stop = False
+        self.failed = False
+        self.stop_reason = ""
+        self.resumed = False
+        self.restored_from: str | None = None
+
+    # ----------------------------------------------------------------- public API for hooks
+    def request_stop(self, reason: str) -> None:
+        """End training after the current call; `reason` is printed."""
+        self.should_stop = True
+        self.stop_reason = self.stop_reason or reason
+
+    def fail(self, reason: str) -> None:
+        """End training now and exit non-zero (e.g. a NaN loss)."""
+        self.failed = True
+        self.request_stop(reason)
+
+    def save_checkpoint(self) -> str | None:
+        """Write all training state (chief only); returns the checkpoint path."""
+        if not self.placement.is_chief:
+            return None
+        if self._last_saved_step == self.step and self.checkpoint_manager.latest_checkpoint:
+            return self.checkpoint_manager.latest_checkpoint
+        self._state["step"].assign(self.step)
+        self._state["epoch"].assign(self.epoch)
+        self._state["data_position"].assign(self.data_position)
+        path = self.checkpoint_manager.save(checkpoint_number=self.step)
+        self._last_saved_step = self.step
+        return path
+
+    def summary_writer(self, mode: str) -> Any:
+        """TensorBoard writer for `mode` (model_dir/tensorboard/<mode>); a no-op writer off the chief."""
+        if mode not in self._writers:
+            if self.placement.is_chief:
+                self._writers[mode] = tf.summary.create_file_writer(str(self.model_dir / "tensorboard" / mode))
+            else:
+                self._writers[mode] = tf.summary.create_noop_writer()
+        return self._writers[mode]
+
+    def train_graph_def(self) -> Any:
+        """The compiled train call's GraphDef (after the first call), for TensorBoard's Graphs tab."""
+        if self._graph_args is None:
+            return None
+        return self._train_call.get_concrete_function(*self._graph_args).graph.as_graph_def()
+
+    def log_metrics(self, mode: str, values: dict[str, Any]) -> None:
+        """Append a record (with step and epoch) to the run's metrics file, on the chief."""
+        if self.metrics_file is not None:
+            self.metrics_file.write({"mode": mode, "epoch": self.epoch, "step": self.step, **values})
+
+    def print(self, message: str) -> None:
+        """Print on the chief only, so N ranks do not print N copies."""
+        if self.placement.is_chief:
+            print(message, flush=True)
+
+    # ------------------------------------------------------------------------- the loop
+    def run(self) -> int:
+        """Train through the workflow; returns the process exit status."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.restore()
+            self._call("before_run")
+            for phase in plan_phases(self.workflow, self.max_epochs or self.max_iters, self.by_epoch):
+                if self.should_stop:
+                    break
+                self._run_phase(phase)
+            self._call("after_run")
+        except Preempted as exc:
+            path = self.save_checkpoint()
+            where = f"saved a checkpoint at step {self.step} in {path}" if path else "no checkpoint written on this rank"
+            self.print(f"dslrun: interrupted by {exc}: {where}; run the same command to resume")
+            return 128 + exc.signum
+        except tf.errors.OpError as exc:
+            raise _explain_op_error(exc, self) from None
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for writer in self._writers.values():
+                writer.flush()
+        if self.stop_reason:
+            self.print(f"dslrun: {'failed' if self.failed else 'stopped'}: {self.stop_reason}")
+        return 1 if self.failed else 0
+
+    def restore(self) -> None:
+        """Resume from `--resume-from`, else the run directory's latest checkpoint, else start fresh."""
+        path = self._checkpoint_to_restore()
+        if path:
+            status = self.checkpoint.restore(path)
+            try:
+                status.assert_existing_objects_matched()
+            except AssertionError as exc:
+                raise DslError(
+                    f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
+                    f"{str(exc).splitlines()[0]}; use --no-resume or another runner.model_dir"
+                ) from None
+            self.resumed = True
+            self.restored_from = path
+        # Every rank starts from the chief's weights and position (a restore may exist on one host only).
+        self.backend.broadcast(self.model.variables + self.optimizer.variables + list(self._state.values()))
+        self.step = int(self._state["step"].numpy())
+        self.epoch = int(self._state["epoch"].numpy())
+        self.data_position = int(self._state["data_position"].numpy())
+        self._last_saved_step = self.step if path else -1
+        if path:
+            self.print(f"dslrun: resumed from {path} at step {self.step} (epoch {self.epoch})")
+
+    def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]:
+        """One pass over `mode`'s data with the current weights; the values averaged across ranks."""
+        for metric in self.metrics["val"].values():
+            metric.reset_state()
+        steps = self._eval_steps(mode, max_steps)
+        if steps == 0:
+            raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
+        dataset = self.inputter.dataset(
+            mode, self.augmenter.eval, self.backend.num_shards, self.backend.shard_index, seed=self.seed
+        )
+        outputs = self._eval_call(iter(dataset), tf.constant(steps, tf.int32))
+        return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()})
+
+    # ------------------------------------------------------------------------ internals
+    def _run_phase(self, phase: Phase) -> None:
+        if phase.mode == "val":
+            if phase.start == self._units_done():
+                self._val_phase()
+            return
+        if phase.start + phase.count <= self._units_done():
+            return
+        if self.by_epoch:
+            self._train_phase(self.steps_per_epoch - self.data_position)
+        else:
+            self._train_phase(phase.start + phase.count - self.step)
+
+    def _units_done(self) -> int:
+        return self.epoch if self.by_epoch else self.step
+
+    def _train_phase(self, num_steps: int) -> None:
+        self.mode, self.inner_step, self.phase_steps = "train", 0, num_steps
+        for metric in self.metrics["train"].values():
+            metric.reset_state()
+        started = time.perf_counter()
+        self._call("before_train_epoch")
+        while self.inner_step < num_steps and not self.should_stop:
+            iterator, count = self._next_chunk(min(self.steps_per_call, num_steps - self.inner_step))
+            self._call("before_train_iter")
+            tick = time.perf_counter()
+            outputs = self._train_call(iterator, tf.constant(count, tf.int32))
+            self.outputs = {name: float(value) for name, value in outputs.items()}
+            self.iter_seconds = time.perf_counter() - tick
+            if self._graph_args is None:
+                self._graph_args = (iterator, tf.constant(count, tf.int32))
+            self._advance(count)
+            self._call("after_train_iter")
+        values = {name: float(metric.result()) for name, metric in self.metrics["train"].items()}
+        values["learning_rate"] = self.outputs.get("learning_rate", 0.0)
+        self._finish_phase("train", values, time.perf_counter() - started)
+        self._call("after_train_epoch")
+
+    def _val_phase(self) -> None:
+        self.mode, self.inner_step = "val", 0
+        self.phase_steps = self._eval_steps("val", self.pipeline["runner"].get("val_steps"))
+        started = time.perf_counter()
+        self._call("before_val_epoch")
+        tick = time.perf_counter()
+        self.outputs = self.evaluate("val", self.pipeline["runner"].get("val_steps"))
+        self.iter_seconds = time.perf_counter() - tick
+        self.inner_step = self.phase_steps
+        self._call("after_val_iter")
+        self._finish_phase("val", dict(self.outputs), time.perf_counter() - started)
+        self._call("after_val_epoch")
+        self.mode = "train"
+
+    def _finish_phase(self, mode: str, values: dict[str, float], seconds: float) -> None:
+        self.phase_outputs = self.backend.reduce_metrics(values) if mode == "train" else values
+        self.history.append({"mode": mode, "epoch": self.epoch, "step": self.step, **self.phase_outputs})
+        self.log_metrics(mode, {**self.phase_outputs, "seconds": round(seconds, 3)})
+
+    def _next_chunk(self, wanted: int) -> tuple[Any, int]:
+        """The iterator positioned at the next batch, and how many steps it can still give."""
+        if self._iterator is None:
+            dataset = self.inputter.dataset(
+                "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index,
+                seed=self._epoch_seed(self.epoch),
+            )
+            if self.data_position:
+                dataset = dataset.skip(self.data_position)  # resume mid-epoch at the saved batch
+            self._iterator = iter(dataset)
+        return self._iterator, min(wanted, self.steps_per_epoch - self.data_position)
+
+    def _advance(self, count: int) -> None:
+        self.step += count
+        self.inner_step += count
+        self.data_position += count
+        if self.data_position >= self.steps_per_epoch:
+            # The data epoch is complete: hooks at after_train_epoch see it counted.
+            self.epoch += 1
+            self.data_position = 0
+            self._iterator = None
+
+    def _epoch_seed(self, epoch: int) -> int:
+        return (self.seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
+
+    def _eval_steps(self, mode: str, max_steps: int | None) -> int:
+        total = self.inputter.num_examples(mode)
+        world, rank = self.backend.num_shards, self.backend.shard_index
+        mine = (total - rank + world - 1) // world  # examples of this rank's shard
+        steps = -(-mine // self.batch_size)
+        return min(steps, max_steps) if max_steps else steps
+
+    def _fresh_metrics(self, mode: str) -> dict[str, Any]:
+        metrics = {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss")}
+        metrics.update(self.modeler.metrics(mode))
+        return metrics
+
+    def _check_data(self) -> None:
+        if not self.inputter.has_source("train"):
+            raise DslError("the inputter has no train data; set inputter.train")
+        if not self.steps_per_epoch:
+            examples = self.inputter.num_examples("train")
+            raise DslError(
+                f"inputter.batch_size {self.batch_size} x {self.placement.world_size} process(es) is larger "
+                f"than the train data ({examples} examples): not one full batch per epoch; lower "
+                "inputter.batch_size or set inputter.drop_remainder: false"
+            )
+
+    def _max_to_keep(self) -> int:
+        for params in self.pipeline.get("callbacks", []):
+            if params["type"] == "checkpoint":
+                return int(params.get("max_to_keep", 5))
+        return 5
+
+    def _checkpoint_to_restore(self) -> str | None:
+        if self._resume_from:
+            return resolve_checkpoint(self._resume_from, "--resume-from")
+        if not self._resume:
+            self._set_aside_old_checkpoints()
+            return None
+        return self.checkpoint_manager.latest_checkpoint
+
+    def _set_aside_old_checkpoints(self) -> None:
+        """--no-resume: keep the old checkpoints (renamed) instead of mixing or deleting them."""
+        directory = self.model_dir / "checkpoints"
+        if self.placement.is_chief and directory.exists() and any(directory.iterdir()):
+            target = directory.with_name(f"checkpoints.old-{time.strftime('%Y%m%d-%H%M%S')}")
+            directory.rename(target)
+            self.print(f"dslrun: --no-resume: moved the old checkpoints to {target}")
+            self.checkpoint_manager = tf.train.CheckpointManager(
+                self.checkpoint, str(directory), max_to_keep=self._max_to_keep()
+            )
+
+    def _call(self, point: str) -> None:
+        for hook in self.hooks:
+            if hook.chief_only and not self.placement.is_chief:
+                continue
+            getattr(hook, point)(self)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        raise Preempted(signum)
+
+
+def resolve_checkpoint(path: str, option: str) -> str:
+    """A checkpoint prefix from a prefix or a directory; an error when there is none."""
+    candidate = Path(path)
+    if candidate.is_dir():
+        latest = tf.train.latest_checkpoint(str(candidate))
+        if latest is None:
+            raise DslError(f"{option} {path}: the directory holds no checkpoint")
+        return latest
+    if Path(f"{path}.index").exists():
+        return path
+    raise DslError(f"{option} {path}: no such checkpoint (expected a directory or a prefix with {path}.index)")
+
+
+def _explain_op_error(exc: tf.errors.OpError, runner: Runner) -> DslError:
+    """A TensorFlow runtime error as one line: which file (from the inputter) or which step."""
+    try:
+        from dsl.inputters._pipeline import explain_data_error
+    except ImportError:  # pragma: no cover - the inputters always ship it
+        explain_data_error = None
+    if explain_data_error is not None:
+        explained = explain_data_error(exc)
+        if explained is not None:
+            return explained
+    message = (exc.message or str(exc)).strip().splitlines()[0]
+    return DslError(f"TensorFlow failed in the {runner.mode} phase at step {runner.step}: {message}")
+
