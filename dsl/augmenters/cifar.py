@@ -1,0 +1,123 @@
+"""`cifar`: the standard CIFAR-10 recipe — pad, random crop, flip, per-image standardisation.
+
+As in the ResNet paper and the Lambda demo: 4 pixels of zero padding on each side, a random
+32x32 crop (a random shift of up to 4 pixels), a random left-right flip; optional
+brightness and contrast jitter; then per-image standardisation, which the eval path (val,
+test, predict, export) applies too, so the network sees the same value range everywhere.
+
+Randomness is stateless: the inputter passes each example a seed derived from the epoch's
+seed and the example's position, so an epoch is augmented the same way after a resume.
+Called without a seed, the augmenter draws one from TensorFlow's global seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.registry import register
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "padding": {
+        "description": "Pixels of zero padding added on each side before the random crop (used only when crop is true).",
+        "type": "integer",
+        "minimum": 0,
+        "default": 4,
+    },
+    "crop": {
+        "description": "Randomly crop the padded image back to its size: a random shift of up to `padding` pixels.",
+        "type": "boolean",
+        "default": True,
+    },
+    "horizontal_flip": {
+        "description": "Flip half of the images left-right at random.",
+        "type": "boolean",
+        "default": True,
+    },
+    "brightness": {
+        "description": "Largest random change added to every pixel (pixels are in [0, 1]); 0 = off, e.g. 0.1.",
+        "type": "number",
+        "minimum": 0.0,
+        "maximum": 1.0,
+        "default": 0.0,
+    },
+    "contrast": {
+        "description": "Random contrast factor range [lower, upper], e.g. [0.8, 1.2]; null = off.",
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "array",
+                "prefixItems": [
+                    {"type": "number", "minimum": 0.0, "description": "Lowest contrast factor."},
+                    {"type": "number", "minimum": 0.0, "description": "Highest contrast factor."},
+                ],
+                "minItems": 2,
+                "maxItems": 2,
+                "items": False,
+            },
+        ],
+        "default": None,
+    },
+    "standardize": {
+        "description": "Scale every image to zero mean and unit variance (train and eval alike); false = pixels stay in [0, 1].",
+        "type": "boolean",
+        "default": True,
+    },
+}
+
+
+class CifarAugmenter:
+    """Per-example transforms; `train` is random, `eval` is deterministic."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.padding = params["padding"] if params["crop"] else 0
+        self.horizontal_flip = params["horizontal_flip"]
+        self.brightness = float(params["brightness"])
+        self.contrast = tuple(params["contrast"]) if params["contrast"] else None
+        self.standardize = params["standardize"]
+
+    def train(self, image: Any, seed: Any = None) -> Any:
+        """Random crop / flip / jitter, then the eval normalisation; `seed`: int64 [2] (stateless)."""
+        import tensorflow as tf
+
+        if seed is None:
+            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
+        crop_seed, flip_seed, brightness_seed, contrast_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 4))
+        if self.padding:
+            shape = image.shape
+            size = shape.as_list() if shape.is_fully_defined() else tf.shape(image)
+            pad = self.padding
+            padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]])
+            image = tf.image.stateless_random_crop(padded, size, crop_seed)
+            image.set_shape(shape)
+        if self.horizontal_flip:
+            image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+        if self.brightness:
+            image = tf.image.stateless_random_brightness(image, self.brightness, brightness_seed)
+        if self.contrast:
+            image = tf.image.stateless_random_contrast(image, *self.contrast, contrast_seed)
+        if self.brightness or self.contrast:
+            image = tf.clip_by_value(image, 0.0, 1.0)
+        return self.eval(image)
+
+    def eval(self, image: Any) -> Any:
+        """Per-image standardisation when enabled; otherwise the image as it is."""
+        import tensorflow as tf
+
+        return tf.image.per_image_standardization(image) if self.standardize else image
+
+
+@register(
+    "augmenter",
+    "cifar",
+    params=PARAMS,
+    description="CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation.",
+)
+def build(params: dict[str, Any], context: Any) -> CifarAugmenter:
+    p = {name: spec["default"] for name, spec in PARAMS.items()}
+    p.update({key: value for key, value in params.items() if key != "type"})
+    if p["contrast"] and not p["contrast"][0] < p["contrast"][1]:
+        raise DslError(
+            f"augmenter.contrast: lower {p['contrast'][0]} must be below upper {p['contrast'][1]}, e.g. [0.8, 1.2]"
+        )
+    return CifarAugmenter(p)

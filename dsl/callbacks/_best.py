@@ -1,0 +1,53 @@
+"""The best checkpoint so far: model_dir/best/, swapped in whole so it is never half written.
+
+`best/` holds a `tf.train.Checkpoint(model=...)` (the weights `eval`, `export` and
+`init_checkpoint` need; resuming uses checkpoints/) and `best.json` with the monitored
+value, step and epoch. Imports TensorFlow: import this module inside functions only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+BEST_DIR = "best"
+RECORD = "best.json"
+
+
+def read_best(model_dir: Path) -> dict[str, Any] | None:
+    """The record of the best checkpoint, or None; finishes a swap a crash interrupted."""
+    final, old = model_dir / BEST_DIR, model_dir / f"{BEST_DIR}.old"
+    if not final.exists() and old.exists():
+        os.replace(old, final)
+    try:
+        return json.loads((final / RECORD).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_best(model_dir: Path, model: "tf.keras.Model", record: dict[str, Any]) -> Path:
+    """Write the model and `record` to a temporary directory, then swap it in as best/."""
+    final = model_dir / BEST_DIR
+    tmp, old = model_dir / f"{BEST_DIR}.tmp", model_dir / f"{BEST_DIR}.old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp), max_to_keep=1)
+    prefix = Path(manager.save(checkpoint_number=int(record["step"])))
+    _write_synced(tmp / RECORD, json.dumps({**record, "checkpoint": prefix.name}, indent=1) + "\n")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final / prefix.name
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -1,0 +1,31 @@
+"""`train_accuracy` / `eval_accuracy`: print the accuracy while training and after each validation."""
+
+from __future__ import annotations
+
+from dsl.callbacks._common import every_n_iters_param
+from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
+from dsl.hooks import PRIORITY_PARAM
+from dsl.registry import register
+
+
+@register(
+    "callback",
+    "train_accuracy",
+    params={
+        "every_n_iters": every_n_iters_param(50, "Print the train accuracy so far in the epoch"),
+        "priority": PRIORITY_PARAM,
+    },
+    description="Print the train accuracy (running over the epoch) every few steps and at the end of each epoch.",
+)
+class TrainAccuracy(TrainValueReporter):
+    output_name = "accuracy"
+
+
+@register(
+    "callback",
+    "eval_accuracy",
+    params={"priority": PRIORITY_PARAM},
+    description="Print the validation accuracy at the end of each validation phase.",
+)
+class EvalAccuracy(EvalValueReporter):
+    output_name = "accuracy"

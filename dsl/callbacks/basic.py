@@ -1,0 +1,85 @@
+"""`train_basic` and `eval_basic`: the run's header and closing lines, and a one-line val report.
+
+The runner already appends every phase's values to the metrics file; these callbacks are
+what a person watching the console reads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dsl.callbacks._common import format_value, format_values, phase_position, save_checkpoint
+from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.registry import register
+
+
+def _count(variables: list[Any]) -> int:
+    return sum(math.prod(int(d) for d in v.shape) for v in variables)
+
+
+@register(
+    "callback",
+    "train_basic",
+    params={"priority": PRIORITY_PARAM},
+    description=(
+        "Print the run's header (pipeline, parameters, steps per epoch, world size) and save the final checkpoint."
+    ),
+    unique=True,
+)
+class TrainBasic(Hook):
+    """Header at the start; at the end the last state is saved so a finished run can always be resumed or evaluated."""
+
+    priority = "BELOW_NORMAL"
+    chief_only = True
+
+    def before_run(self, runner: Any) -> None:
+        model = runner.model
+        total, trainable = _count(model.weights), _count(model.trainable_weights)
+        length = f"max_epochs {runner.max_epochs}" if runner.by_epoch else f"max_iters {runner.max_iters}"
+        world = runner.placement.world_size
+        runner.print(
+            f"pipeline {runner.pipeline.get('name', 'pipeline')}: {total:,} parameters ({trainable:,} trainable), "
+            f"{runner.steps_per_epoch or '?'} steps/epoch, batch {runner.batch_size} x {world} "
+            f"replica{'s' if world > 1 else ''} = {runner.global_batch_size}, {length}, model_dir {runner.model_dir}"
+        )
+
+    def after_run(self, runner: Any) -> None:
+        if runner.failed:
+            runner.print(f"run failed at step {runner.step}; no checkpoint of this state was saved")
+            return
+        path = save_checkpoint(runner)
+        runner.print(f"finished at step {runner.step} (epoch {runner.epoch}); checkpoint {path}")
+
+
+@register(
+    "callback",
+    "eval_basic",
+    params={"priority": PRIORITY_PARAM},
+    description=(
+        "Print one line with every validation output after each validation phase, and the best accuracy so far."
+    ),
+    unique=True,
+)
+class EvalBasic(Hook):
+    """`val epoch 3/10 (step 1170): loss 0.8123, accuracy 0.7012 (best accuracy 0.7012 at step 1170)`."""
+
+    priority = "VERY_LOW"
+    chief_only = True
+
+    def before_run(self, runner: Any) -> None:
+        self.best: tuple[float, int] | None = None
+
+    def after_val_epoch(self, runner: Any) -> None:
+        values = runner.phase_outputs
+        line = f"val {phase_position(runner)}: {format_values(values)}"
+        accuracy = values.get("accuracy")
+        if accuracy is not None and math.isfinite(accuracy):
+            if self.best is None or accuracy > self.best[0]:
+                self.best = (float(accuracy), runner.step)
+            line += f" (best accuracy {format_value(self.best[0])} at step {self.best[1]})"
+        runner.print(line)
+
+    def after_run(self, runner: Any) -> None:
+        if self.best is not None:
+            runner.print(f"best val accuracy {format_value(self.best[0])} at step {self.best[1]}")

@@ -1,0 +1,34 @@
+"""`train_loss` / `eval_loss`: print the loss while training and after each validation."""
+
+from __future__ import annotations
+
+from dsl.callbacks._common import every_n_iters_param
+from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
+from dsl.hooks import PRIORITY_PARAM
+from dsl.registry import register
+
+
+@register(
+    "callback",
+    "train_loss",
+    params={
+        "every_n_iters": every_n_iters_param(50, "Print the mean train loss of the last steps"),
+        "priority": PRIORITY_PARAM,
+    },
+    description="Print the train loss (mean since the last line) every few steps and the epoch's mean loss.",
+)
+class TrainLoss(TrainValueReporter):
+    """The loss of single steps is noisy; the mean since the last line is what a reader can compare."""
+
+    output_name = "loss"
+    windowed = True
+
+
+@register(
+    "callback",
+    "eval_loss",
+    params={"priority": PRIORITY_PARAM},
+    description="Print the mean validation loss at the end of each validation phase.",
+)
+class EvalLoss(EvalValueReporter):
+    output_name = "loss"

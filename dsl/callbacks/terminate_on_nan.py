@@ -1,0 +1,33 @@
+"""`terminate_on_nan`: end the run, with a failure status, as soon as the train loss is NaN or infinite.
+
+It runs first (priority HIGHEST) so that checkpoint writers later in the same hook point see
+the failed run and do not save the diverged state; on every rank, so all ranks stop together.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dsl.callbacks._common import output
+from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.registry import register
+
+
+@register(
+    "callback",
+    "terminate_on_nan",
+    params={"priority": PRIORITY_PARAM},
+    description="Fail the run at the first train step whose loss is NaN or infinite, without checkpointing it.",
+    unique=True,
+)
+class TerminateOnNan(Hook):
+    priority = "HIGHEST"
+
+    def after_train_iter(self, runner: Any) -> None:
+        loss = output(runner.outputs, "loss", "train", self.name)
+        if not math.isfinite(loss):
+            runner.fail(
+                f"loss is {loss} at step {runner.step}; lower the learning rate or check the data "
+                f"(the last checkpoint is from before the divergence)"
+            )

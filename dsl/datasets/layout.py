@@ -1,0 +1,84 @@
+"""The on-disk layout `dslrun data` writes, and how a run marks it complete.
+
+    DIR/train/00000.png ...      DIR/eval/00000.png ...
+    DIR/eval.csv                 rows `eval/00000.png,3` after a `path,label` header
+    DIR/classes.txt              class names, one per line, label 0 first
+    DIR/dataset.json             what was generated (kind and settings)
+    DIR/train.csv                written last
+
+A directory is complete when train.csv, eval.csv and dataset.json exist and dataset.json
+describes the requested data. Every run first deletes those three files and writes them
+back at the very end, each via a temporary file and a rename, so an interrupted run is
+never mistaken for a complete one (a Makefile rule on DIR/train.csv stays correct too).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TRAIN_CSV = "train.csv"
+EVAL_CSV = "eval.csv"
+MANIFEST = "dataset.json"
+CLASSES = "classes.txt"
+
+
+def is_complete(out: Path, manifest: dict[str, Any]) -> bool:
+    """Whether `out` already holds the data `manifest` describes (its manifest may say more)."""
+    try:
+        found = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    same = isinstance(found, dict) and all(found.get(key) == value for key, value in manifest.items())
+    return same and (out / TRAIN_CSV).is_file() and (out / EVAL_CSV).is_file()
+
+
+def begin(out: Path) -> None:
+    """Create `out` and mark it incomplete until `finish` runs."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (TRAIN_CSV, MANIFEST, EVAL_CSV):
+        (out / name).unlink(missing_ok=True)
+
+
+def write_images(out: Path, split: str, images: np.ndarray, start: int = 0, total: int | None = None) -> list[str]:
+    """uint8 images (N, H, W, C) as PNGs DIR/<split>/<index>.png; returns their paths relative to `out`."""
+    from PIL import Image
+
+    folder = out / split
+    folder.mkdir(parents=True, exist_ok=True)
+    width = max(5, len(str((total or start + len(images)) - 1)))
+    paths = []
+    for offset, pixels in enumerate(images):
+        name = f"{split}/{start + offset:0{width}d}.png"
+        Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels).save(out / name, format="PNG")
+        paths.append(name)
+    return paths
+
+
+def finish(out: Path, rows: dict[str, list[tuple[str, int]]], class_names: list[str], manifest: dict[str, Any]) -> None:
+    """Write classes.txt, eval.csv, dataset.json and, last, train.csv."""
+    _atomic_text(out / CLASSES, "".join(f"{name}\n" for name in class_names))
+    _write_csv(out / EVAL_CSV, rows["eval"])
+    _atomic_text(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _write_csv(out / TRAIN_CSV, rows["train"])
+
+
+def _write_csv(path: Path, rows: Iterable[tuple[str, int]]) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["path", "label"])
+        writer.writerows((name, int(label)) for name, label in rows)
+    os.replace(temporary, path)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)

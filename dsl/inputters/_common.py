@@ -1,0 +1,216 @@
+"""What every inputter shares: its parameters, their defaults, and how sources are named.
+
+TensorFlow-free: the public inputter modules import this at their top, and
+`dslrun validate` imports those. The tf.data code lives in `_pipeline.py`.
+
+Source keys. Inputters that read files declare their data per mode under the keys
+`train`, `val` and `test` (null = no data for that mode), so the language's checks can
+tell whether a workflow with a `val` phase has val data without building anything:
+`declared_modes(params)` answers that for every inputter type.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import glob
+import os
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsl.errors import DslError
+
+MODES = ("train", "val", "test")
+
+COMMON_PARAMS: dict[str, dict[str, Any]] = {
+    "batch_size": {
+        "description": "Examples per batch on each process (the global batch is this times the number of processes).",
+        "type": "integer",
+        "minimum": 1,
+        "default": 64,
+    },
+    "drop_remainder": {
+        "description": "Drop the last train batch when it is smaller than batch_size (val and test never drop).",
+        "type": "boolean",
+        "default": True,
+    },
+    "shuffle_buffer": {
+        "description": "Examples in the train shuffle buffer; 0 = keep the file order.",
+        "type": "integer",
+        "minimum": 0,
+        "default": 10000,
+    },
+    "cache": {
+        "description": "Keep the decoded images in memory after the first pass (fast epochs; needs RAM for the whole set).",
+        "type": "boolean",
+        "default": False,
+    },
+    "num_parallel_calls": {
+        "description": "Images decoded and augmented in parallel: autotune (TensorFlow decides) or a number.",
+        "anyOf": [{"type": "string", "enum": ["autotune"]}, {"type": "integer", "minimum": 1}],
+        "default": "autotune",
+    },
+    "prefetch": {
+        "description": "Batches prepared ahead of the training step: autotune (TensorFlow decides), a number, or 0 for none.",
+        "anyOf": [{"type": "string", "enum": ["autotune"]}, {"type": "integer", "minimum": 0}],
+        "default": "autotune",
+    },
+}
+
+
+def image_shape_param(default: list[int] | None = None) -> dict[str, Any]:
+    """The `image_shape` parameter: [height, width, channels], channels 1 or 3."""
+    return {
+        "description": (
+            "Shape [height, width, channels] of the images the network receives; every image is "
+            "resized to it, channels 1 = grayscale, 3 = RGB."
+        ),
+        "type": "array",
+        "prefixItems": [
+            {"type": "integer", "minimum": 1, "description": "Height in pixels."},
+            {"type": "integer", "minimum": 1, "description": "Width in pixels."},
+            {"type": "integer", "enum": [1, 3], "description": "Channels: 1 (grayscale) or 3 (RGB)."},
+        ],
+        "minItems": 3,
+        "maxItems": 3,
+        "items": False,
+        "default": list(default or [32, 32, 3]),
+    }
+
+
+@dataclass
+class Listing:
+    """The examples of one mode, listed in Python: image paths, labels, and where each was listed.
+
+    Knowing where each path was listed lets an error deep inside tf.data name the CSV line
+    an image came from. Labels and line numbers are compact arrays: a listing of a million
+    images stays a few tens of MB.
+    """
+
+    key: str  # the YAML key, e.g. "inputter.train"
+    paths: list[str] = field(default_factory=list)
+    labels: array = field(default_factory=lambda: array("q"))
+    lines: array = field(default_factory=lambda: array("q"))  # CSV line of each example
+    csv_files: list[tuple[int, str]] = field(default_factory=list)  # (first example's index, CSV path)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def add(self, path: str, label: int, line: int = 0) -> None:
+        self.paths.append(path)
+        self.labels.append(label)
+        self.lines.append(line)
+
+    def start_csv(self, csv_path: str | os.PathLike[str]) -> None:
+        """The examples added from now on come from `csv_path`."""
+        self.csv_files.append((len(self.paths), str(csv_path)))
+
+    def origin(self, index: int) -> str:
+        """Where example `index` was listed: a CSV file and line, or its folder."""
+        if not self.csv_files:
+            return f"folder {os.path.dirname(self.paths[index])}"
+        starts = [start for start, _ in self.csv_files]
+        return f"{self.csv_files[bisect.bisect_right(starts, index) - 1][1]} line {self.lines[index]}"
+
+
+NUM_CLASSES_PARAM: dict[str, Any] = {
+    "description": "Number of classes; labels are integers 0 .. num_classes-1.",
+    "type": "integer",
+    "minimum": 2,
+}
+
+
+def source_params(what: str, item_schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """`train`, `val` and `test`: each null (no data for that mode) or `what` (a path or a list of them)."""
+    any_source = {
+        "anyOf": [
+            {"type": "null"},
+            item_schema,
+            {"type": "array", "items": item_schema, "minItems": 1},
+        ],
+        "default": None,
+    }
+    usage = {"train": "training", "val": "validation (workflow val phases)", "test": "`dslrun eval --mode test`"}
+    return {
+        mode: {
+            **copy.deepcopy(any_source),
+            "description": (
+                f"Data for {usage[mode]}: {what}, or a list of them; null = none. Relative paths are "
+                "relative to the directory dslrun is started from."
+            ),
+        }
+        for mode in MODES
+    }
+
+
+def with_defaults(params: dict[str, Any], schema: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`params` with every missing parameter set to its schema default (for direct calls in tests)."""
+    filled = {name: copy.deepcopy(spec["default"]) for name, spec in schema.items() if "default" in spec}
+    filled.update({key: value for key, value in params.items() if key != "type"})
+    return filled
+
+
+def declared_modes(params: dict[str, Any]) -> tuple[str, ...]:
+    """The modes a resolved inputter section provides data for, without reading any file.
+
+    Sections with `train`/`val`/`test` keys provide the modes whose value is not null;
+    `synthetic` provides the modes whose `num_examples` is above 0; a type without either
+    (e.g. `cifar10_binary`) provides every mode.
+    """
+    if any(mode in params for mode in MODES):
+        return tuple(mode for mode in MODES if params.get(mode) is not None)
+    counts = params.get("num_examples")
+    if isinstance(counts, dict):
+        return tuple(mode for mode in MODES if counts.get(mode, 1) > 0)
+    return MODES
+
+
+def as_list(value: str | list[str] | None) -> list[str]:
+    """A source value (one path or a list) as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def existing_file(value: str, key: str) -> Path:
+    """`value` as an absolute path to an existing file, or a DslError naming the YAML `key`."""
+    path = Path(value).expanduser()
+    if not path.is_file():
+        where = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise DslError(
+            f"{key}: {value} {where} (relative paths are relative to {os.getcwd()}); "
+            "fix the path or create the data, e.g. with `dslrun data synthetic --out DIR`"
+        )
+    return path.resolve()
+
+
+def existing_dir(value: str, key: str) -> Path:
+    """`value` as an absolute path to an existing directory, or a DslError naming `key`."""
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        where = "is a file, not a directory" if path.exists() else "does not exist"
+        raise DslError(f"{key}: {value} {where} (relative paths are relative to {os.getcwd()}); fix the path")
+    return path.resolve()
+
+
+def expand_globs(values: list[str], key: str) -> list[Path]:
+    """Paths and glob patterns as the sorted files they name; a pattern matching nothing is an error."""
+    files: list[Path] = []
+    for value in values:
+        if glob.has_magic(value):
+            matches = sorted(p for p in glob.glob(os.path.expanduser(value)) if os.path.isfile(p))
+            if not matches:
+                raise DslError(f"{key}: the pattern {value} matches no file (relative to {os.getcwd()}); fix the pattern")
+            files.extend(Path(p).resolve() for p in matches)
+        else:
+            files.append(existing_file(value, key))
+    return files
+
+
+def check_num_classes(found: int, params: dict[str, Any], key: str, what: str) -> None:
+    """The data's class count must equal `num_classes`; say which setting to change when not."""
+    expected = params["num_classes"]
+    if found != expected:
+        raise DslError(f"{key}: {what} but inputter.num_classes is {expected}; make them agree")

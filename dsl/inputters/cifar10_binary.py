@@ -1,0 +1,88 @@
+"""`cifar10_binary`: the official CIFAR-10 binary files, read with FixedLengthRecordDataset.
+
+Each record is one label byte and 3072 pixel bytes (the R, G and B planes of a 32x32
+image). train = data_batch_1..5.bin (50000 images), val and test = test_batch.bin (10000).
+The binary format is used on purpose: nothing downloaded is ever unpickled.
+`dslrun data cifar10 --out DIR --keep-binary` puts the files in DIR/cifar-10-batches-bin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.inputters._common import (
+    COMMON_PARAMS,
+    existing_dir,
+    image_shape_param,
+    with_defaults,
+)
+from dsl.registry import register
+
+LABEL_BYTES = 1
+IMAGE_BYTES = 32 * 32 * 3
+RECORD_BYTES = LABEL_BYTES + IMAGE_BYTES
+TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
+TEST_FILES = ("test_batch.bin",)
+SUBFOLDER = "cifar-10-batches-bin"
+CLASS_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "data_dir": {
+        "description": (
+            "Folder holding data_batch_1.bin ... data_batch_5.bin and test_batch.bin (or their "
+            "cifar-10-batches-bin sub-folder); relative to the directory dslrun is started from."
+        ),
+        "type": "string",
+        "minLength": 1,
+    },
+    "image_shape": image_shape_param([32, 32, 3]),
+    **COMMON_PARAMS,
+}
+
+
+@register(
+    "inputter",
+    "cifar10_binary",
+    params=PARAMS,
+    required=("data_dir",),
+    description="CIFAR-10 from its official binary files (10 classes, 32x32 RGB; val and test = test_batch).",
+)
+def build(params: dict[str, Any], context: Any) -> Any:
+    """Check the files and their sizes now; records are read while training."""
+    from dsl.inputters._readers import Cifar10Inputter
+
+    p = with_defaults(params, PARAMS)
+    folder = find_batches(p["data_dir"])
+    files = {
+        "train": [folder / name for name in TRAIN_FILES],
+        "val": [folder / name for name in TEST_FILES],
+        "test": [folder / name for name in TEST_FILES],
+    }
+    counts = {mode: sum(_records_in(path) for path in paths) for mode, paths in files.items()}
+    return Cifar10Inputter(p, files, counts)
+
+
+def find_batches(data_dir: str) -> Path:
+    """The folder holding the .bin files: `data_dir` itself or its cifar-10-batches-bin."""
+    folder = existing_dir(data_dir, "inputter.data_dir")
+    if not (folder / TRAIN_FILES[0]).exists() and (folder / SUBFOLDER / TRAIN_FILES[0]).exists():
+        folder = folder / SUBFOLDER
+    missing = [name for name in (*TRAIN_FILES, *TEST_FILES) if not (folder / name).is_file()]
+    if missing:
+        raise DslError(
+            f"inputter.data_dir: {folder} lacks {', '.join(missing)}; get the files with "
+            "`dslrun data cifar10 --out DIR --keep-binary` and set data_dir: DIR"
+        )
+    return folder
+
+
+def _records_in(path: Path) -> int:
+    size = path.stat().st_size
+    if size == 0 or size % RECORD_BYTES:
+        raise DslError(
+            f"inputter.data_dir: {path} has {size} bytes, not a positive multiple of the {RECORD_BYTES}-byte "
+            "CIFAR-10 record; the file is truncated or not a CIFAR-10 binary batch, download it again"
+        )
+    return size // RECORD_BYTES

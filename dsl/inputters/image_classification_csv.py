@@ -1,0 +1,124 @@
+"""`image_classification_csv`: images listed in CSV files as `path,label` rows.
+
+The format of the Lambda demo and of `dslrun data`: one row per image, the path relative
+to the CSV's own folder (absolute paths work too), the label an integer class index.
+The CSVs are read in Python when the pipeline is built (cheap, and every bad row is
+reported with its file and line before training starts); the images are read by tf.data.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.inputters._common import (
+    COMMON_PARAMS,
+    MODES,
+    NUM_CLASSES_PARAM,
+    Listing,
+    as_list,
+    existing_file,
+    image_shape_param,
+    source_params,
+    with_defaults,
+)
+from dsl.registry import register
+
+PARAMS: dict[str, dict[str, Any]] = {
+    **source_params("a CSV file of `path,label` rows", {"type": "string", "minLength": 1}),
+    "num_classes": NUM_CLASSES_PARAM,
+    "image_shape": image_shape_param(),
+    "header": {
+        "description": (
+            "Whether the CSVs start with a header row: auto (skip the first row when its label "
+            "is not an integer), true or false."
+        ),
+        "enum": ["auto", True, False],
+        "default": "auto",
+    },
+    **COMMON_PARAMS,
+}
+
+
+@register(
+    "inputter",
+    "image_classification_csv",
+    params=PARAMS,
+    required=("num_classes",),
+    description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
+)
+def build(params: dict[str, Any], context: Any) -> Any:
+    """Read every declared CSV now (errors name the file and line); images are read while training."""
+    from dsl.inputters._pipeline import FileListInputter
+
+    p = with_defaults(params, PARAMS)
+    listings = {}
+    for mode in MODES:
+        if p[mode] is not None:
+            key = f"inputter.{mode}"
+            listings[mode] = read_csvs(as_list(p[mode]), key, p["num_classes"], p["header"])
+    return FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
+
+
+def read_csvs(values: list[str], key: str, num_classes: int, header: str | bool = "auto") -> Listing:
+    """The examples of the CSV files `values` (paths as written in the YAML under `key`)."""
+    listing = Listing(key)
+    for value in values:
+        csv_path = existing_file(value, key)
+        before = len(listing)
+        _read_csv(csv_path, listing, num_classes, header)
+        if len(listing) == before:
+            raise DslError(f"{key}: {value} lists no images; expected rows `path,label`")
+    return listing
+
+
+def _read_csv(csv_path: Path, listing: Listing, num_classes: int, header: str | bool) -> None:
+    folder = csv_path.parent
+    listing.start_csv(csv_path)
+    try:
+        with open(csv_path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            first = True
+            for row in reader:
+                line = reader.line_num
+                if not any(cell.strip() for cell in row):
+                    continue
+                if first:
+                    first = False
+                    if header is True or (header == "auto" and not _is_integer(row[1] if len(row) > 1 else "")):
+                        continue
+                path, label = _parse_row(row, csv_path, line, num_classes)
+                listing.add(os.path.normpath(os.path.join(folder, path)), label, line)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DslError(f"{listing.key}: cannot read {csv_path}: {exc}; expected a UTF-8 CSV of `path,label` rows") from None
+
+
+def _parse_row(row: list[str], csv_path: Path, line: int, num_classes: int) -> tuple[str, int]:
+    where = f"{csv_path} line {line}"
+    if len(row) != 2:
+        raise DslError(f"{where}: expected 2 columns `path,label`, found {len(row)}: {','.join(row)[:80]}")
+    path, text = row[0].strip(), row[1].strip()
+    if not path:
+        raise DslError(f"{where}: the image path is empty")
+    if not _is_integer(text):
+        raise DslError(
+            f"{where}: label {text!r} is not an integer; labels are class indices 0..{num_classes - 1} "
+            "(set inputter.header: true if this row is a header)"
+        )
+    label = int(text)
+    if not 0 <= label < num_classes:
+        raise DslError(
+            f"{where}: label {label} is outside 0..{num_classes - 1}; fix the row or set inputter.num_classes"
+        )
+    return path, label
+
+
+def _is_integer(text: str) -> bool:
+    try:
+        int(text.strip())
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,112 @@
+"""`image_folder`: one sub-folder per class, as torchvision's ImageFolder and Keras expect.
+
+    data/train/cat/0001.png
+    data/train/dog/0002.jpg
+
+Class indices follow the sorted sub-folder names of the train folder (or the `classes`
+list, to fix the order), and are the same in every mode: a val folder may lack a class,
+but not have one the train folder does not know.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.inputters._common import (
+    COMMON_PARAMS,
+    MODES,
+    NUM_CLASSES_PARAM,
+    Listing,
+    as_list,
+    check_num_classes,
+    existing_dir,
+    image_shape_param,
+    source_params,
+    with_defaults,
+)
+from dsl.registry import register
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
+
+PARAMS: dict[str, dict[str, Any]] = {
+    **source_params("a folder with one sub-folder of images per class", {"type": "string", "minLength": 1}),
+    "num_classes": NUM_CLASSES_PARAM,
+    "classes": {
+        "description": (
+            "Class sub-folder names in label order (label 0 first); null = the sorted sub-folder "
+            "names of the train folder."
+        ),
+        "type": ["array", "null"],
+        "items": {"type": "string", "minLength": 1},
+        "minItems": 2,
+        "uniqueItems": True,
+        "default": None,
+    },
+    "image_shape": image_shape_param(),
+    **COMMON_PARAMS,
+}
+
+
+@register(
+    "inputter",
+    "image_folder",
+    params=PARAMS,
+    required=("num_classes",),
+    description="PNG/JPEG images in one sub-folder per class (class index = sorted sub-folder names).",
+)
+def build(params: dict[str, Any], context: Any) -> Any:
+    """List every declared folder now; images are read while training."""
+    from dsl.inputters._pipeline import FileListInputter
+
+    p = with_defaults(params, PARAMS)
+    folders = {mode: [existing_dir(v, f"inputter.{mode}") for v in as_list(p[mode])] for mode in MODES if p[mode]}
+    if not folders:
+        raise DslError("the image_folder inputter declares no data; set inputter.train (and val / test)")
+    classes = list(p["classes"]) if p["classes"] else _class_folders(next(iter(folders.items())))
+    check_num_classes(len(classes), p, "inputter.classes" if p["classes"] else "inputter.train",
+                      f"there are {len(classes)} classes ({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''})")
+    listings = {mode: _listing(mode, dirs, classes) for mode, dirs in folders.items()}
+    inputter = FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
+    inputter.class_names = classes
+    return inputter
+
+
+def _class_folders(mode_and_dirs: tuple[str, list[Path]]) -> list[str]:
+    mode, dirs = mode_and_dirs
+    names = sorted({entry.name for folder in dirs for entry in os.scandir(folder) if entry.is_dir()})
+    if not names:
+        raise DslError(f"inputter.{mode}: {dirs[0]} has no class sub-folders; expected one folder of images per class")
+    return names
+
+
+def _listing(mode: str, dirs: list[Path], classes: list[str]) -> Listing:
+    key = f"inputter.{mode}"
+    listing = Listing(key)
+    index = {name: i for i, name in enumerate(classes)}
+    for folder in dirs:
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name not in index:
+                raise DslError(
+                    f"{key}: {folder} has a sub-folder {entry.name!r} that is not a known class "
+                    f"({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''}); "
+                    "remove it or add it to inputter.classes"
+                )
+            for path in _images_under(Path(entry.path)):
+                listing.add(path, index[entry.name])
+    if not listing.paths:
+        raise DslError(f"{key}: no {'/'.join(IMAGE_EXTENSIONS)} images under {', '.join(map(str, dirs))}")
+    return listing
+
+
+def _images_under(folder: Path) -> list[str]:
+    """Image files in `folder` and its sub-folders, in a stable (sorted) order."""
+    found = []
+    for root, subdirs, files in os.walk(folder):
+        subdirs.sort()
+        found.extend(os.path.join(root, name) for name in sorted(files) if name.lower().endswith(IMAGE_EXTENSIONS))
+    return found

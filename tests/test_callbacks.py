@@ -1,0 +1,608 @@
+"""The callbacks catalogue, driven by a small fake runner that walks a workflow like the real one.
+
+The fake has the runner's hook-facing API (dsl/engine/runner.py); the tests that need
+TensorFlow give it a real tiny Keras model, optimizer and CheckpointManager.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import jsonschema
+import pytest
+
+from dsl import registry
+from dsl.context import BuildContext, Placement
+from dsl.errors import DslError
+from dsl.hooks import Hook, sort_hooks
+
+Values = Callable[["FakeRunner"], dict[str, float]]
+
+
+def make(type_: str, **params: Any) -> Hook:
+    """A callback built as the engine builds it: schema-validated, defaults filled."""
+    component = registry.lookup("callback", type_)
+    section = {"type": type_, **params}
+    jsonschema.validate(section, component.schema())
+    for name, schema in component.params.items():
+        section.setdefault(name, schema.get("default"))
+    return component.builder(section, None)
+
+
+class Weight:
+    def __init__(self, *shape: int) -> None:
+        self.shape = shape
+
+
+class StubModel:
+    """Stands in for a Keras model where only the weight shapes are read."""
+
+    weights = [Weight(3, 4), Weight(4)]
+    trainable_weights = weights[:1]
+
+
+class FakeRunner:
+    """The runner's hook-facing state and methods, with a loop in `run` shaped like the real one."""
+
+    def __init__(self, model_dir: Path, *, workflow=(("train", 1),), max_epochs: int | None = 3,
+                 max_iters: int | None = None, steps_per_epoch: int = 10, steps_per_call: int = 1,
+                 val_steps: int = 2, batch_size: int = 4, world_size: int = 1, model: Any = None) -> None:
+        self.pipeline = {"name": "tiny", "runner": {"workflow": [list(p) for p in workflow]}}
+        self.model_dir = Path(model_dir)
+        self.placement = Placement(rank=0, world_size=world_size)
+        self.context = BuildContext(pipeline=self.pipeline, model_dir=self.model_dir, placement=self.placement)
+        self.workflow, self.max_epochs, self.max_iters = list(workflow), max_epochs, max_iters
+        self.by_epoch = max_epochs is not None
+        self.steps_per_epoch, self.steps_per_call, self.val_steps = steps_per_epoch, steps_per_call, val_steps
+        self.batch_size, self.global_batch_size = batch_size, batch_size * world_size
+        self.mode, self.step, self.epoch, self.inner_step, self.phase_steps = "train", 0, 0, 0, None
+        self.outputs: dict[str, float] = {}
+        self.phase_outputs: dict[str, float] = {}
+        self.iter_seconds = 0.1
+        self.should_stop, self.failed, self.stop_reason, self.resumed = False, False, "", False
+        self.saves: list[int] = []
+        self.metrics: list[tuple[str, dict[str, float], int]] = []
+        self.model, self.optimizer, self.checkpoint, self.checkpoint_manager = model or StubModel(), None, None, None
+        self._writers: dict[str, Any] = {}
+        self.graph_def: Any = None
+        if model is not None:
+            import tensorflow as tf
+
+            self.optimizer = tf.keras.optimizers.SGD(0.1)
+            self.checkpoint = tf.train.Checkpoint(model=model, optimizer=self.optimizer)
+            self.checkpoint_manager = tf.train.CheckpointManager(
+                self.checkpoint, str(self.model_dir / "checkpoints"), max_to_keep=5
+            )
+
+    # ---------------------------------------------------------------- the hook-facing API
+    def request_stop(self, reason: str) -> None:
+        self.should_stop = True
+        self.stop_reason = self.stop_reason or reason
+
+    def fail(self, reason: str) -> None:
+        self.failed = True
+        self.request_stop(reason)
+
+    def save_checkpoint(self) -> str | None:
+        if self.saves and self.saves[-1] == self.step:
+            return f"ckpt-{self.step}"
+        self.saves.append(self.step)
+        if self.checkpoint_manager is not None:
+            return self.checkpoint_manager.save(checkpoint_number=self.step)
+        return f"ckpt-{self.step}"
+
+    def summary_writer(self, mode: str) -> Any:
+        import tensorflow as tf
+
+        if mode not in self._writers:
+            self._writers[mode] = tf.summary.create_file_writer(str(self.model_dir / "tensorboard" / mode))
+        return self._writers[mode]
+
+    def train_graph_def(self) -> Any:
+        return self.graph_def
+
+    def log_metrics(self, mode: str, values: dict[str, float]) -> None:
+        self.metrics.append((mode, dict(values), self.step))
+
+    def print(self, message: str) -> None:
+        print(message)
+
+    # ---------------------------------------------------------------------------- the loop
+    def run(self, hooks: list[Hook], train: Values, val: Values | None = None,
+            seconds: Callable[[int], float] = lambda call: 0.1) -> None:
+        """Walk the workflow until max_epochs / max_iters; `train`/`val` give each call's outputs."""
+        self.hooks, calls = sort_hooks(hooks), 0
+        self._call("before_run")
+        while not self.should_stop and (self.epoch < self.max_epochs if self.by_epoch else self.step < self.max_iters):
+            for mode, count in self.workflow:
+                for _ in range(count):
+                    if self.should_stop:
+                        break
+                    if mode == "val":
+                        self._val_phase(val)
+                        continue
+                    self._train_phase(train, seconds, calls)
+                    calls += self.phase_steps
+        self._call("after_run")
+
+    def _train_phase(self, train: Values, seconds: Callable[[int], float], calls: int) -> None:
+        total = self.steps_per_epoch
+        self.mode, self.inner_step, self.phase_steps = "train", 0, total
+        self._call("before_train_epoch")
+        losses = []
+        while self.inner_step < total and not self.should_stop:
+            count = min(self.steps_per_call, total - self.inner_step)
+            self._call("before_train_iter")
+            self.step += count
+            self.inner_step += count
+            if self.inner_step == total:
+                self.epoch += 1  # as in the real runner: counted before after_train_iter
+            self.outputs = train(self)
+            losses.append(self.outputs["loss"])
+            self.iter_seconds = seconds(calls + self.inner_step)
+            self._call("after_train_iter")
+        self.phase_outputs = {**self.outputs, "loss": sum(losses) / len(losses)}
+        self._call("after_train_epoch")
+
+    def _val_phase(self, val: Values) -> None:
+        self.mode, self.inner_step, self.phase_steps = "val", 0, self.val_steps
+        self._call("before_val_epoch")
+        self.outputs = val(self)
+        self.inner_step = self.val_steps
+        self._call("after_val_iter")
+        self.phase_outputs = dict(self.outputs)
+        self._call("after_val_epoch")
+        self.mode = "train"
+
+    def _call(self, point: str) -> None:
+        for hook in self.hooks:
+            getattr(hook, point)(self)
+
+
+def constant(**values: float) -> Values:
+    return lambda runner: dict(values)
+
+
+def sequence(name: str, values: list[float], **others: float) -> Values:
+    """Outputs whose `name` takes the next of `values` at each call."""
+    remaining = iter(values)
+    return lambda runner: {name: next(remaining), **others}
+
+
+TRAIN = constant(loss=1.0, accuracy=0.5, learning_rate=0.1)
+
+
+# ------------------------------------------------------------------------------ catalogue
+CATALOGUE = {
+    "train_basic", "eval_basic", "train_loss", "eval_loss", "train_accuracy", "eval_accuracy",
+    "train_speed", "eval_speed", "train_summary", "eval_summary", "checkpoint", "early_stopping",
+    "terminate_on_nan", "lr_logger", "csv_logger", "progress", "stop_at_time", "init_checkpoint",
+}
+
+
+def test_every_callback_is_registered_with_documented_params():
+    components = {c.type: c for c in registry.components("callback")}
+    assert CATALOGUE <= set(components)
+    for type_ in CATALOGUE:
+        component = components[type_]
+        jsonschema.Draft202012Validator.check_schema(component.schema())
+        assert "priority" in component.params, type_
+        for name, schema in component.params.items():
+            assert schema.get("description"), (type_, name)
+            assert name in component.required or "default" in schema, (type_, name)
+
+
+def test_callback_modules_do_not_import_tensorflow():
+    code = (
+        "import importlib, pkgutil, sys, dsl.callbacks as p\n"
+        "for m in pkgutil.iter_modules(p.__path__):\n"
+        "    if not m.name.startswith('_'): importlib.import_module('dsl.callbacks.' + m.name)\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("type_", "params"),
+    [
+        ("stop_at_time", {}),
+        ("stop_at_time", {"seconds": -5}),
+        ("early_stopping", {"monitor": "accuracy"}),
+        ("checkpoint", {"save_best": {"monitor": "val/accuracy", "mode": "up"}}),
+        ("train_loss", {"every_n_iters": 0}),
+        ("init_checkpoint", {}),
+    ],
+)
+def test_schema_rejects_bad_params(type_, params):
+    with pytest.raises(jsonschema.ValidationError):
+        make(type_, **params)
+
+
+def test_cadence_fires_when_several_steps_per_call_cross_a_multiple():
+    from dsl.callbacks._common import Cadence
+
+    cadence = Cadence(5)
+    fired = [step for step in range(3, 31, 3) if cadence.advance(step)]
+    assert fired == [6, 12, 15, 21, 27, 30]
+    assert cadence.delta == 3
+
+
+# ------------------------------------------------------------------------ printing hooks
+def test_train_loss_prints_window_mean_every_n_iters_and_epoch_mean(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=6)
+    losses = sequence("loss", [6.0, 5.0, 4.0, 3.0, 2.0, 1.0], accuracy=0.5)
+    runner.run([make("train_loss", every_n_iters=4)], losses)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "train epoch 1/1 iter 4/6 (step 4): loss 4.5000",  # mean of 6, 5, 4, 3
+        "train epoch 1/1 (step 6): loss 3.5000",
+    ]
+
+
+def test_train_accuracy_prints_running_value_and_eval_printers_only_after_val(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2, steps_per_epoch=4)
+    hooks = [make("train_accuracy", every_n_iters=2), make("eval_loss"), make("eval_accuracy")]
+    runner.run(hooks, sequence("accuracy", [0.1 * i for i in range(1, 9)], loss=1.0),
+               constant(loss=0.75, accuracy=0.625))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:5] == [
+        "train epoch 1/2 iter 2/4 (step 2): accuracy 0.2000",
+        "train epoch 1/2 iter 4/4 (step 4): accuracy 0.4000",
+        "train epoch 1/2 (step 4): accuracy 0.4000",
+        "val epoch 1/2 (step 4): loss 0.7500",
+        "val epoch 1/2 (step 4): accuracy 0.6250",
+    ]
+    assert len(lines) == 10
+
+
+def test_iter_based_positions_and_missing_output_error(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=None, max_iters=4, steps_per_epoch=4)
+    runner.run([make("train_loss", every_n_iters=2)], TRAIN)
+    assert capsys.readouterr().out.splitlines()[0] == "train iter 2/4: loss 1.0000"
+    runner = FakeRunner(tmp_path, max_epochs=1)
+    with pytest.raises(DslError, match=r"train_accuracy needs the train output 'accuracy'.*train/loss"):
+        runner.run([make("train_accuracy")], constant(loss=1.0))
+
+
+def test_speed_leaves_warmup_out_and_reports_global_images_per_second(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=6, steps_per_call=2, batch_size=8, world_size=2)
+    # The first call (tracing) takes 10 s; the others 0.5 s for 2 steps of 16 images.
+    runner.run([make("train_speed", every_n_iters=4)], TRAIN, seconds=lambda call: 10.0 if call == 2 else 0.5)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "train epoch 1/1 iter 4/6 (step 4): 64.0 images/s, 250.0 ms/step",
+        "train epoch 1/1 (step 6): 64.0 images/s, 250.0 ms/step (phase average)",
+    ]
+
+
+def test_eval_speed_and_eval_basic(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=3, steps_per_epoch=2)
+    accuracies = sequence("accuracy", [0.5, 0.7, 0.6], loss=0.25)
+    runner.run([make("eval_speed", warmup_iters=0), make("eval_basic")], TRAIN, accuracies)
+    lines = capsys.readouterr().out.splitlines()
+    assert "val epoch 1/3 (step 2): 80.0 images/s, 50.0 ms/step (phase average)" in lines
+    assert "val epoch 3/3 (step 6): loss 0.2500, accuracy 0.6000 (best accuracy 0.7000 at step 4)" in lines
+    assert lines[-1] == "best val accuracy 0.7000 at step 4"
+
+
+def test_progress_throttles_plain_lines_when_stderr_is_not_a_tty(tmp_path, capsys):
+    clock = iter(range(100))
+    hook = make("progress", refresh_seconds=3)
+    hook.clock = lambda: float(next(clock))
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=8)
+    runner.run([hook], TRAIN)
+    lines = capsys.readouterr().err.splitlines()
+    # Drawn at the first step, then at most every 3 clock ticks, then once at the end of the phase.
+    assert [line.split()[4] for line in lines] == ["1/8", "4/8", "7/8", "8/8"]
+    assert lines[0].startswith("train epoch 1 [") and "ETA 0:00:07" in lines[0] and "loss 1.0000" in lines[0]
+    assert "\r" not in "".join(lines)
+
+
+def test_progress_redraws_one_line_on_a_terminal(tmp_path, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    clock = iter(range(100))
+    hook = make("progress")  # every 1 s on a terminal
+    hook.clock = lambda: float(next(clock))
+    FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=3).run([hook], TRAIN)
+    text = terminal.getvalue()
+    assert text.count("\r") == 3 and text.count("\n") == 1 and text.endswith("\n")
+    assert text.split("\r")[-1].startswith("train epoch 1 [========================] 3/3 0:00:03")
+
+
+def test_train_basic_header_and_final_checkpoint(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=3, world_size=2)
+    runner.run([make("train_basic")], TRAIN)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"pipeline tiny: 16 parameters (12 trainable), 3 steps/epoch, batch 4 x 2 replicas = 8, "
+        f"max_epochs 2, model_dir {tmp_path}"
+    )
+    assert runner.saves == [6]
+    assert lines[-1] == "finished at step 6 (epoch 2); checkpoint ckpt-6"
+
+
+# -------------------------------------------------------------------- stopping and failing
+def test_early_stopping_stops_after_patience_with_reason(tmp_path):
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=20, steps_per_epoch=2)
+    val_losses = sequence("loss", [1.0, 0.8, 0.85, 0.79, 0.9, 0.95], accuracy=0.5)
+    runner.run([make("early_stopping", patience=3, min_delta=0.02)], TRAIN, val_losses)
+    # 0.79 is better than 0.8 by less than min_delta: phases 3, 4, 5 do not improve.
+    assert runner.should_stop and runner.epoch == 5
+    assert runner.stop_reason == (
+        "early stopping: val/loss did not improve (min, min_delta 0.02) for 3 val phases; best 0.8000 at step 4"
+    )
+
+
+def test_early_stopping_auto_mode_maximises_accuracy_and_honours_baseline(tmp_path):
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=10, steps_per_epoch=1)
+    hook = make("early_stopping", monitor="val/accuracy", patience=2)
+    runner.run([hook], TRAIN, sequence("accuracy", [0.1, 0.2, 0.3, 0.4, 0.3, 0.35, 0.5], loss=1.0))
+    assert hook.monitor.mode == "max" and runner.epoch == 6 and "best 0.4000 at step 4" in runner.stop_reason
+
+    runner = FakeRunner(tmp_path, workflow=(("train", 1),), max_epochs=10, steps_per_epoch=1)
+    runner.run([make("early_stopping", monitor="train/loss", patience=2, baseline=0.5)], TRAIN)
+    assert runner.epoch == 2 and "never beat the baseline 0.5000" in runner.stop_reason
+
+
+def test_early_stopping_unknown_monitor_lists_available_outputs(tmp_path):
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2)
+    with pytest.raises(DslError, match=r"val/acc.*available: val/accuracy, val/loss"):
+        runner.run([make("early_stopping", monitor="val/acc")], TRAIN, constant(loss=1.0, accuracy=0.5))
+    runner = FakeRunner(tmp_path, workflow=(("train", 1),), max_epochs=2)
+    with pytest.raises(DslError, match=r"runner.workflow .* has no val phase"):
+        runner.run([make("early_stopping")], TRAIN)
+
+
+def test_terminate_on_nan_fails_before_checkpoints_are_written(tmp_path):
+    losses = sequence("loss", [1.0, 0.5, math.nan, 0.4], accuracy=0.5)
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=4)
+    # Listed last, terminate_on_nan still runs first (priority HIGHEST).
+    hooks = [make("checkpoint", every_n_iters=1), make("train_basic"), make("terminate_on_nan")]
+    runner.run(hooks, losses)
+    assert runner.failed and runner.stop_reason.startswith("loss is nan at step 3")
+    assert runner.saves == [1, 2]
+
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=4)
+    runner.run([make("terminate_on_nan")], sequence("loss", [1.0, 1e30, 0.0, 2.0]))
+    assert not runner.failed and not runner.should_stop
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=4)
+    runner.run([make("terminate_on_nan")], sequence("loss", [1.0, math.inf, 0.0, 2.0]))
+    assert runner.failed and "loss is inf at step 2" in runner.stop_reason
+
+
+def test_stop_at_time_saves_then_stops_when_the_budget_is_spent(tmp_path):
+    now = [100.0]
+    assert make("stop_at_time", minutes=1.5, seconds=10).budget == 100
+    hook = make("stop_at_time", minutes=1)
+    hook.clock = lambda: now[0]
+
+    def train(runner: FakeRunner) -> dict[str, float]:
+        now[0] += 25.0  # each step takes 25 s
+        return {"loss": 1.0}
+
+    runner = FakeRunner(tmp_path, max_epochs=5, steps_per_epoch=4)
+    runner.run([hook], train)
+    assert runner.step == 3 and runner.saves == [3]
+    assert runner.stop_reason == "stop_at_time: 75 s elapsed, budget 60 s; checkpoint ckpt-3"
+
+
+# --------------------------------------------------------------------------- checkpoints
+def test_checkpoint_cadence_by_iters_and_by_epochs(tmp_path):
+    runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=6, steps_per_call=4)
+    runner.run([make("checkpoint", every_n_iters=5, save_last=False)], TRAIN)
+    assert runner.saves == [6, 10]  # calls end at steps 4, 6 | 10, 12: 5 is crossed at 6, 10 at 10
+
+    runner = FakeRunner(tmp_path, max_epochs=5, steps_per_epoch=2)
+    runner.run([make("checkpoint", every_n_epochs=2), make("train_basic")], TRAIN)
+    assert runner.saves == [4, 8, 10]  # epochs 2 and 4, then the last state once
+
+
+@pytest.fixture(scope="module")
+def tf():
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow
+
+    return tensorflow
+
+
+def tiny_model(tf: Any, num_classes: int = 3, seed: int = 0) -> Any:
+    tf.keras.utils.set_random_seed(seed)
+    inputs = tf.keras.Input((4, 4, 1))
+    x = tf.keras.layers.Conv2D(2, 3, name="conv")(inputs)
+    x = tf.keras.layers.BatchNormalization(name="norm")(x)
+    x = tf.keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    outputs = tf.keras.layers.Dense(num_classes, name="classifier")(x)
+    model = tf.keras.Model(inputs, outputs)
+    for weight in model.weights:  # every weight differs between seeds (biases start at zero)
+        weight.assign(tf.random.uniform(weight.shape, 0.5, 1.5))
+    return model
+
+
+def test_checkpoint_keeps_the_best_model_apart_and_resumes_its_record(tf, tmp_path, capsys):
+    model = tiny_model(tf)
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=3, steps_per_epoch=2, model=model)
+    kernels = []
+
+    def train(runner: FakeRunner) -> dict[str, float]:
+        model.get_layer("classifier").kernel.assign_add(tf.ones_like(model.get_layer("classifier").kernel))
+        return {"loss": 1.0, "accuracy": 0.5}
+
+    def val(runner: FakeRunner) -> dict[str, float]:
+        kernels.append(model.get_layer("classifier").kernel.numpy().copy())
+        return {"loss": 1.0, "accuracy": [0.4, 0.6, 0.5][len(kernels) - 1]}
+
+    runner.run([make("checkpoint", save_best={"monitor": "val/accuracy"})], train, val)
+    record = json.loads((tmp_path / "best" / "best.json").read_text())
+    assert record == {"monitor": "val/accuracy", "mode": "max", "value": 0.6, "step": 4, "epoch": 2,
+                      "checkpoint": "ckpt-4"}
+    assert runner.saves == [2, 4, 6]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "checkpoints"]  # no temp dirs left
+    restored = tiny_model(tf, seed=1)
+    tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(tmp_path / "best"))).expect_partial()
+    assert (restored.get_layer("classifier").kernel.numpy() == kernels[1]).all()
+    assert "new best val/accuracy 0.6000 at step 4" in capsys.readouterr().out
+
+    # A resumed run keeps the earlier best unless it beats it; a fresh run starts its own.
+    for resumed, best in [(True, 0.6), (False, 0.55)]:
+        runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=1, steps_per_epoch=2, model=model)
+        runner.resumed = resumed
+        hook = make("checkpoint", save_best={"monitor": "val/accuracy"})
+        runner.run([hook], TRAIN, constant(loss=1.0, accuracy=0.55))
+        assert json.loads((tmp_path / "best" / "best.json").read_text())["value"] == best
+
+
+def test_csv_logger_appends_across_runs_with_one_header(tmp_path):
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2, steps_per_epoch=2)
+    runner.run([make("csv_logger")], constant(loss=1.0, accuracy=0.5), constant(loss=0.5, accuracy=0.75))
+    # A resumed run whose phases bring a new output: the header widens, earlier rows stay.
+    runner = FakeRunner(tmp_path, workflow=(("train", 1),), max_epochs=1, steps_per_epoch=2)
+    runner.step = runner.epoch = 4
+    runner.max_epochs = 5
+    runner.run([make("csv_logger")], constant(loss=0.25, accuracy=0.9, top_5_accuracy=1.0))
+    text = (tmp_path / "history.csv").read_text()
+    assert text.count("mode,") == 1
+    rows = list(csv.DictReader(text.splitlines()))
+    assert list(rows[0]) == ["mode", "epoch", "step", "accuracy", "loss", "top_5_accuracy"]
+    assert [(r["mode"], r["epoch"], r["step"]) for r in rows] == [
+        ("train", "1", "2"), ("val", "1", "2"), ("train", "2", "4"), ("val", "2", "4"), ("train", "5", "6")
+    ]
+    assert rows[1]["accuracy"] == "0.75" and rows[1]["top_5_accuracy"] == "" and rows[4]["top_5_accuracy"] == "1.0"
+
+
+# ----------------------------------------------------------------------------- TensorBoard
+def events(tf: Any, directory: Path) -> list[Any]:
+    return [e for f in sorted(glob.glob(str(directory / "events.*"))) for e in tf.compat.v1.train.summary_iterator(f)]
+
+
+def scalars(tf: Any, directory: Path) -> dict[str, list[tuple[int, float]]]:
+    found: dict[str, list[tuple[int, float]]] = {}
+    for event in events(tf, directory):
+        for value in event.summary.value:
+            found.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return found
+
+
+def test_lr_logger_records_the_rate_in_metrics_and_tensorboard(tf, tmp_path):
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=6)
+    runner.run([make("lr_logger", every_n_iters=3)], lambda r: {"loss": 1.0, "learning_rate": 0.1 / r.step})
+    assert runner.metrics == [("train", {"learning_rate": 0.1 / 3}, 3), ("train", {"learning_rate": 0.1 / 6}, 6)]
+    runner.summary_writer("train").flush()
+    logged = scalars(tf, tmp_path / "tensorboard" / "train")["train/learning_rate"]
+    assert [step for step, _ in logged] == [3, 6] and logged[1][1] == pytest.approx(0.1 / 6)
+
+
+def test_train_and_eval_summary_write_scalars_and_the_graph(tf, tmp_path):
+    model = tiny_model(tf)
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2, steps_per_epoch=4, model=model)
+    step = tf.function(lambda images: model(images, training=False))
+    runner.graph_def = step.get_concrete_function(tf.TensorSpec([None, 4, 4, 1])).graph.as_graph_def()
+    hooks = [make("train_summary", every_n_iters=2), make("eval_summary")]
+    runner.run(hooks, TRAIN, constant(loss=0.5, accuracy=0.75))
+    train = scalars(tf, tmp_path / "tensorboard" / "train")
+    assert set(train) == {"train/loss", "train/accuracy", "train/learning_rate",
+                          "epoch/loss", "epoch/accuracy", "epoch/learning_rate"}
+    assert [s for s, _ in train["train/loss"]] == [2, 4, 6, 8] and [s for s, _ in train["epoch/loss"]] == [4, 8]
+    assert scalars(tf, tmp_path / "tensorboard" / "val")["epoch/accuracy"] == [(4, 0.75), (8, 0.75)]
+    graphs = [e.graph_def for e in events(tf, tmp_path / "tensorboard" / "train") if e.graph_def]
+    assert len(graphs) == 1
+    graph = tf.compat.v1.GraphDef.FromString(graphs[0])
+    assert any("classifier" in node.name for node in graph.node) or graph.library.function
+
+
+# ----------------------------------------------------------------------- init_checkpoint
+def dslrun_checkpoint(tf: Any, directory: Path, model: Any) -> str:
+    """A checkpoint laid out as the runner writes it: model, optimizer and step side by side."""
+    optimizer = tf.keras.optimizers.SGD(0.1, momentum=0.9)
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=tf.Variable(7, dtype=tf.int64))
+    return tf.train.CheckpointManager(checkpoint, str(directory / "checkpoints"), max_to_keep=1).save(7)
+
+
+def loaded(target: Any, source: Any) -> dict[str, bool]:
+    return {v.name: v.shape == w.shape and bool((v.numpy() == w.numpy()).all())
+            for v, w in zip(target.weights, source.weights)}
+
+
+def test_init_checkpoint_loads_a_dslrun_run_directory(tf, tmp_path, capsys):
+    source = tiny_model(tf, seed=1)
+    dslrun_checkpoint(tf, tmp_path / "pretrained", source)
+    target = tiny_model(tf, seed=2)
+    runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
+    make("init_checkpoint", path=str(tmp_path / "pretrained")).before_run(runner)
+    assert all(loaded(target, source).values())
+    assert "init_checkpoint: loaded 8 variables from " in capsys.readouterr().out
+
+
+def test_init_checkpoint_skips_by_pattern_and_freezes_by_trainable(tf, tmp_path, capsys):
+    source = tiny_model(tf, num_classes=5, seed=1)
+    prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", source)
+    target = tiny_model(tf, num_classes=3, seed=2)
+    fresh = target.get_layer("classifier").kernel.numpy().copy()
+    runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
+
+    with pytest.raises(DslError, match=r"classifier/kernel is \(2, 3\) in the model but \(2, 5\).*init_checkpoint.skip"):
+        make("init_checkpoint", path=prefix).before_run(runner)
+    assert (target.get_layer("conv").kernel.numpy() != source.get_layer("conv").kernel.numpy()).any()
+
+    hook = make("init_checkpoint", path=prefix, skip=["^classifier/"], trainable=["classifier"])
+    hook.before_run(runner)
+    same = loaded(target, source)
+    assert not same["classifier/kernel:0"] and (target.get_layer("classifier").kernel.numpy() == fresh).all()
+    assert all(v for name, v in same.items() if not name.startswith("classifier"))
+    assert [v.name for v in target.trainable_weights] == ["classifier/kernel:0", "classifier/bias:0"]
+    assert not target.get_layer("conv").trainable and not target.get_layer("norm").trainable
+    out = capsys.readouterr().out
+    assert "loaded 6 variables" in out and "skipped 2 by pattern (classifier/kernel, classifier/bias)" in out
+    assert "froze 2 layers; 2 variables stay trainable" in out
+
+
+def test_init_checkpoint_on_a_resumed_run_only_freezes(tf, tmp_path):
+    source = tiny_model(tf, seed=1)
+    prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", source)
+    target = tiny_model(tf, seed=2)
+    runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
+    runner.resumed = True
+    make("init_checkpoint", path=prefix, trainable=["^conv/"]).before_run(runner)
+    assert not any(loaded(target, source).values())
+    assert [v.name for v in target.trainable_weights] == ["conv/kernel:0", "conv/bias:0"]
+
+
+@pytest.mark.parametrize("filename", ["weights.h5", "model.weights.h5"])
+def test_init_checkpoint_reads_keras_weights_files(tf, tmp_path, filename):
+    source = tiny_model(tf, seed=1)
+    source.save_weights(str(tmp_path / filename))
+    target = tiny_model(tf, seed=2)
+    runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
+    make("init_checkpoint", path=str(tmp_path / filename), skip=["classifier/bias"]).before_run(runner)
+    same = loaded(target, source)
+    assert same.pop("classifier/bias:0") is False and all(same.values())
+
+
+def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
+    runner = FakeRunner(tmp_path / "run", max_epochs=1, model=tiny_model(tf))
+    with pytest.raises(DslError, match=r"init_checkpoint.path: '.*nowhere' does not exist"):
+        make("init_checkpoint", path=str(tmp_path / "nowhere")).before_run(runner)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DslError, match=r"init_checkpoint.path: the directory .* holds no checkpoint"):
+        make("init_checkpoint", path=str(tmp_path / "empty")).before_run(runner)
+    with pytest.raises(DslError, match=r"init_checkpoint.skip\[0\] '\(' is not a valid regular expression"):
+        make("init_checkpoint", path="x", skip=["("])
+    with pytest.raises(DslError, match=r"init_checkpoint.trainable \['nothing'\] matches no variable"):
+        runner.resumed = True
+        make("init_checkpoint", path=str(tmp_path / "nowhere"), trainable=["nothing"]).before_run(runner)
