@@ -34,6 +34,7 @@ PRIORITY_PARAM: dict[str, Any] = {
     "anyOf": [
         {"type": "string", "enum": list(PRIORITIES)},
         {"type": "integer", "minimum": 0, "maximum": 100},
+        {"type": "null"},
     ],
     "default": None,
 }

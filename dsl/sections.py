@@ -27,11 +27,12 @@ WORKFLOW_MODES = ("train", "val")
 RUNNER_PARAMS: dict[str, dict[str, Any]] = {
     "backend": {
         "description": (
-            "Where the loop runs: `local` (one process), or `auto` (Horovod when started by "
-            "horovodrun/mpirun, local otherwise)."
+            "Where the loop runs: `local` (one process), `horovod` (allreduce across the ranks "
+            "horovodrun/mpirun started), `ps` (a TensorFlow parameter-server cluster), or `auto` "
+            "(Horovod when started by horovodrun/mpirun, local otherwise)."
         ),
         "type": "string",
-        "enum": ["auto", "local"],
+        "enum": ["auto", "local", "horovod", "ps"],
         "default": "auto",
     },
     "model_dir": {
@@ -121,10 +122,13 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
         "enum": list(SUPPORTED_VERSIONS),
     },
     "name": {
-        "description": "Short name of the pipeline; the default run directory is runs/<name>.",
-        "type": "string",
+        "description": (
+            "Short name of the pipeline; the default run directory is runs/<name>. "
+            "Null or omitted: the pipeline file's name without extension (cifar10 for cifar10.yaml)."
+        ),
+        "type": ["string", "null"],
         "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-        "default": "pipeline",
+        "default": None,
     },
     "description": {"description": "Free text for readers of the pipeline.", "type": "string", "default": ""},
     "extends": {

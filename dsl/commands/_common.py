@@ -18,15 +18,15 @@ set_option = click.option(
 
 
 def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The resolved pipeline, or every located error on stderr and exit status 1."""
-    from dsl.pipeline import PipelineError, load_pipeline
+    """The resolved pipeline; every located error (and warning) on stderr, exit status 1 on errors."""
+    from dsl.pipeline import check_pipeline
 
-    try:
-        return load_pipeline(path, overrides)
-    except PipelineError as exc:
-        for diagnostic in exc.diagnostics:
-            click.echo(diagnostic.format_text(), err=True)
+    resolved, diagnostics = check_pipeline(path, overrides)
+    for diagnostic in diagnostics:
+        click.echo(diagnostic.format_text(), err=True)
+    if resolved is None:
         sys.exit(1)
+    return resolved
 
 
 def fail(message: str, code: int = 1) -> None:

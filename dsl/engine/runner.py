@@ -12,6 +12,7 @@ from (seed, epoch), so the position is two integers instead of a saved shuffle b
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -158,6 +159,12 @@ class Runner:
         if self.placement.is_chief:
             print(message, flush=True)
 
+    def notice(self, message: str) -> None:
+        """dslrun's own status lines (resumed, interrupted, stopped): stderr, chief only,
+        so that stdout of eval/predict stays machine-readable."""
+        if self.placement.is_chief:
+            print(f"dslrun: {message}", file=sys.stderr, flush=True)
+
     # ------------------------------------------------------------------------- the loop
     def run(self) -> int:
         """Train through the workflow; returns the process exit status."""
@@ -173,7 +180,7 @@ class Runner:
         except Preempted as exc:
             path = self.save_checkpoint()
             where = f"saved a checkpoint at step {self.step} in {path}" if path else "no checkpoint written on this rank"
-            self.print(f"dslrun: interrupted by {exc}: {where}; run the same command to resume")
+            self.notice(f"interrupted by {exc}: {where}; run the same command to resume")
             return 128 + exc.signum
         except tf.errors.OpError as exc:
             raise _explain_op_error(exc, self) from None
@@ -183,7 +190,7 @@ class Runner:
             for writer in self._writers.values():
                 writer.flush()
         if self.stop_reason:
-            self.print(f"dslrun: {'failed' if self.failed else 'stopped'}: {self.stop_reason}")
+            self.notice(f"{'failed' if self.failed else 'stopped'}: {self.stop_reason}")
         return 1 if self.failed else 0
 
     def restore(self) -> None:
@@ -207,7 +214,7 @@ class Runner:
         self.data_position = int(self._state["data_position"].numpy())
         self._last_saved_step = self.step if path else -1
         if path:
-            self.print(f"dslrun: resumed from {path} at step {self.step} (epoch {self.epoch})")
+            self.notice(f"resumed from {path} at step {self.step} (epoch {self.epoch})")
 
     def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]:
         """One pass over `mode`'s data with the current weights; the values averaged across ranks."""
@@ -347,7 +354,7 @@ class Runner:
         if self.placement.is_chief and directory.exists() and any(directory.iterdir()):
             target = directory.with_name(f"checkpoints.old-{time.strftime('%Y%m%d-%H%M%S')}")
             directory.rename(target)
-            self.print(f"dslrun: --no-resume: moved the old checkpoints to {target}")
+            self.notice(f"--no-resume: moved the old checkpoints to {target}")
             self.checkpoint_manager = tf.train.CheckpointManager(
                 self.checkpoint, str(directory), max_to_keep=self._max_to_keep()
             )

@@ -1,0 +1,209 @@
+"""Rules a JSON Schema cannot say: they relate values in different places of the pipeline.
+
+Each check reads the resolved tree (schema-valid, defaults filled) and returns located
+diagnostics, so `dslrun validate` catches at once what would otherwise fail minutes into a
+run (a val phase without val data) or silently do the wrong thing (two checkpoint
+callbacks writing the same files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dsl import registry
+from dsl.diagnostics import Diagnostic, SourceMap, format_path
+from dsl.diagnostics import Path as JsonPath
+
+Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
+
+
+def run_checks(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Every semantic problem of a schema-valid, defaults-filled tree."""
+    found: list[Diagnostic] = []
+    for check in CHECKS:
+        found.extend(check(tree, sources))
+    return found
+
+
+def _line(sources: SourceMap, path: JsonPath) -> str:
+    """Where `path` was written, as file:line, or "the default" when no file wrote it."""
+    if path not in sources:
+        return "the default"
+    where = sources.locate(path)
+    return f"{where.file}:{where.line}"
+
+
+def check_training_length(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Exactly one of runner.max_epochs and runner.max_iters."""
+    runner = tree.get("runner", {})
+    epochs, iters = runner.get("max_epochs"), runner.get("max_iters")
+    if epochs is None and iters is None:
+        return [
+            Diagnostic.at(
+                sources.locate(("runner",), key=True),
+                ("runner",),
+                "give the length of training: set runner.max_epochs (epoch-based) or runner.max_iters (iter-based)",
+            )
+        ]
+    if epochs is not None and iters is not None:
+        return [
+            Diagnostic.at(
+                sources.locate(("runner", "max_iters"), key=True),
+                ("runner", "max_iters"),
+                f"give only one of runner.max_epochs ({_line(sources, ('runner', 'max_epochs'))}) "
+                "and runner.max_iters; set the other to null",
+            )
+        ]
+    return []
+
+
+def check_workflow(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """A workflow must train: without a train phase max_epochs / max_iters is never reached."""
+    workflow = tree.get("runner", {}).get("workflow") or []
+    path = ("runner", "workflow")
+    if "train" not in [phase[0] for phase in workflow]:
+        return [Diagnostic.at(sources.locate(path), path, "the workflow has no train phase, so training would never end; add [train, 1]")]
+    return []
+
+
+def check_data_for_modes(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Every workflow mode needs data: an inputter mode set to null cannot serve a phase."""
+    inputter = tree.get("inputter", {})
+    component = _component("inputter", inputter.get("type"))
+    if component is None:
+        return []
+    found = []
+    workflow = tree.get("runner", {}).get("workflow") or []
+    reported: set[str] = set()
+    for index, phase in enumerate(workflow):
+        mode = phase[0]
+        why = _no_data(inputter, component, mode, sources)
+        if why and mode not in reported:
+            reported.add(mode)
+            path = ("runner", "workflow", index)
+            found.append(
+                Diagnostic.at(
+                    sources.locate(path),
+                    path,
+                    f"the workflow has a {mode} phase, but {why}; give the inputter {mode} data "
+                    f"or remove [{mode}, {phase[1]}] from runner.workflow",
+                )
+            )
+    val_steps = tree.get("runner", {}).get("val_steps")
+    if val_steps is not None and workflow and "val" not in [p[0] for p in workflow]:
+        path = ("runner", "val_steps")
+        found.append(
+            Diagnostic.at(
+                sources.locate(path),
+                path,
+                "runner.val_steps is set but the workflow has no val phase; add [val, 1] to runner.workflow",
+                severity="warning",
+            )
+        )
+    return found
+
+
+def _no_data(inputter: dict[str, Any], component: registry.Component, mode: str, sources: SourceMap) -> str | None:
+    """Why the inputter has no data for `mode` (its `mode` source is null, or 0 examples), or None."""
+    if mode in component.params and inputter.get(mode) is None:
+        return f"inputter.{mode} is null ({_line(sources, ('inputter', mode))})"
+    counts = inputter.get("num_examples")
+    if isinstance(counts, dict) and counts.get(mode) == 0:
+        return f"inputter.num_examples.{mode} is 0 ({_line(sources, ('inputter', 'num_examples', mode))})"
+    return None
+
+
+def check_shared_facts(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """num_classes and image_shape, when both the inputter and the network give them, agree."""
+    found = []
+    for key in ("num_classes", "image_shape"):
+        given = tree.get("inputter", {}).get(key)
+        wanted = tree.get("network", {}).get(key)
+        if given is not None and wanted is not None and given != wanted:
+            path = ("network", key)
+            found.append(
+                Diagnostic.at(
+                    sources.locate(path),
+                    path,
+                    f"network.{key} is {wanted} but inputter.{key} is {given} ({_line(sources, ('inputter', key))}); "
+                    f"make them agree, or set network.{key}: null to take it from the inputter",
+                )
+            )
+    return found
+
+
+def check_unique_callbacks(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """A `unique` callback (checkpoint, ...) appears at most once."""
+    first: dict[str, int] = {}
+    found = []
+    for index, callback in enumerate(tree.get("callbacks") or []):
+        kind = callback.get("type")
+        component = _component("callback", kind)
+        if component is None or not component.unique:
+            continue
+        if kind in first:
+            path = ("callbacks", index, "type")
+            earlier = ("callbacks", first[kind], "type")
+            found.append(
+                Diagnostic.at(
+                    sources.locate(path),
+                    path,
+                    f"the {kind} callback may appear only once; it is also {format_path(earlier)} "
+                    f"({_line(sources, earlier)}); remove one of them",
+                )
+            )
+        else:
+            first[kind] = index
+    return found
+
+
+def check_lr_schedule(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """A piecewise schedule: boundaries strictly increasing, one more value than boundaries."""
+    schedule = tree.get("modeler", {}).get("lr_schedule")
+    if not isinstance(schedule, dict) or schedule.get("type") != "piecewise":
+        return []
+    base: JsonPath = ("modeler", "lr_schedule")
+    boundaries = schedule.get("boundaries") or []
+    values = schedule.get("values") or []
+    found = []
+    for index in range(1, len(boundaries)):
+        if not boundaries[index] > boundaries[index - 1]:
+            path = base + ("boundaries", index)
+            found.append(
+                Diagnostic.at(
+                    sources.locate(path),
+                    path,
+                    f"boundaries must be strictly increasing: {boundaries[index]} follows {boundaries[index - 1]}",
+                )
+            )
+    if isinstance(schedule.get("values"), list) and len(values) != len(boundaries) + 1:
+        path = base + ("values",)
+        found.append(
+            Diagnostic.at(
+                sources.locate(path),
+                path,
+                f"a piecewise schedule needs one value per interval: {len(boundaries)} boundaries make "
+                f"{len(boundaries) + 1} intervals, but {len(values)} values are given",
+            )
+        )
+    return found
+
+
+def _component(kind: str, type_name: Any) -> registry.Component | None:
+    if not isinstance(type_name, str):
+        return None
+    try:
+        return registry.lookup(kind, type_name)
+    except registry.RegistryError:
+        return None
+
+
+CHECKS: list[Check] = [
+    check_training_length,
+    check_workflow,
+    check_data_for_modes,
+    check_shared_facts,
+    check_unique_callbacks,
+    check_lr_schedule,
+]

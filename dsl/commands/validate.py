@@ -1,0 +1,133 @@
+"""`dslrun validate PATH...`: check pipelines without TensorFlow, for editors, hooks and CI.
+
+PATH may be a file, a directory (searched recursively for *.yaml and *.yml, skipping
+hidden directories) or a glob (`'pipelines/**/*.yaml'`, for shells that do not expand it).
+A PATH that does not exist, a glob that matches nothing and a directory without YAML
+files are errors of that PATH (exit status 1), not usage errors: CI that validates
+nothing should fail. No PATH at all is a usage error (exit status 2).
+
+Every file found is checked as a complete pipeline: keep partial base files (those only
+named by `extends`) outside the validated directories, or make them complete pipelines.
+
+Exit status: 0 when every file is valid (warnings allowed), 1 when any has an error.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from dsl.commands._common import set_option
+from dsl.diagnostics import Diagnostic
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@click.command("validate")
+@click.argument("paths", nargs=-1, required=True)
+@set_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="text: file:line:col lines (summary on stderr); json: one report object; github: Actions annotations.",
+)
+def command(paths: tuple[str, ...], overrides: tuple[str, ...], output_format: str) -> None:
+    """Check pipeline files: YAML, schema, extends, --set, ${ENV} and cross-section rules.
+
+    PATHS are files, directories (searched recursively for *.yaml and *.yml) or quoted
+    globs. Every error of every file is reported as `file:line:col: error: path: message`.
+    Exit status: 0 all valid (warnings allowed), 1 any error (a PATH that names no file
+    included), 2 usage error. TensorFlow is not imported, so this is fast enough for a
+    pre-commit hook.
+    """
+    from dsl.pipeline import check_pipeline
+
+    reports: list[tuple[str, list[Diagnostic]]] = []
+    for name, problem in expand_paths(paths):
+        if problem is not None:
+            reports.append((name, [problem]))
+            continue
+        _, diagnostics = check_pipeline(name, overrides)
+        reports.append((name, diagnostics))
+    _emit(reports, output_format)
+    sys.exit(1 if any(_errors(d) for _, d in reports) else 0)
+
+
+def expand_paths(paths: tuple[str, ...]) -> list[tuple[str, Diagnostic | None]]:
+    """Each file to check, in order and once; a diagnostic instead for a PATH that names none."""
+    found: list[tuple[str, Diagnostic | None]] = []
+    seen: set[str] = set()
+
+    def add(name: str) -> None:
+        key = os.path.normpath(os.path.abspath(name))
+        if key not in seen:
+            seen.add(key)
+            found.append((name, None))
+
+    for path in paths:
+        if os.path.isdir(path):
+            files = _yaml_files(Path(path))
+            if not files:
+                found.append((path, Diagnostic(path, 1, 1, "", "no .yaml or .yml files in this directory")))
+            for file in files:
+                add(file)
+        elif os.path.lexists(path) or not _GLOB_CHARS & set(path):
+            add(path)  # a missing file is reported by the loader, located at the file
+        else:
+            matches = sorted(m for m in glob.glob(path, recursive=True) if os.path.isfile(m))
+            if not matches:
+                found.append((path, Diagnostic(path, 1, 1, "", "the pattern matches no file")))
+            for match in matches:
+                add(match)
+    return found
+
+
+def _yaml_files(directory: Path) -> list[str]:
+    files = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        files += [os.path.join(root, n) for n in sorted(names) if n.endswith((".yaml", ".yml"))]
+    return files
+
+
+def _errors(diagnostics: list[Diagnostic]) -> int:
+    return sum(1 for d in diagnostics if d.severity == "error")
+
+
+def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str) -> None:
+    files = len(reports)
+    invalid = sum(1 for _, d in reports if _errors(d))
+    errors = sum(_errors(d) for _, d in reports)
+    warnings = sum(len(d) - _errors(d) for _, d in reports)
+    if output_format == "json":
+        document = {
+            "files": [
+                {"file": name, "valid": not _errors(d), "diagnostics": [x.to_dict() for x in d]} for name, d in reports
+            ],
+            "summary": {"files": files, "invalid": invalid, "errors": errors, "warnings": warnings},
+        }
+        click.echo(json.dumps(document, indent=2))
+        return
+    printed: set[str] = set()  # a broken base file is reported once, not once per file extending it
+    for _, diagnostics in reports:
+        for diagnostic in diagnostics:
+            line = diagnostic.format_github() if output_format == "github" else diagnostic.format_text()
+            if line not in printed:
+                printed.add(line)
+                click.echo(line)
+    summary = f"{_count(files, 'file')}, {invalid} invalid, {_count(errors, 'error')}"
+    if warnings:
+        summary += f", {_count(warnings, 'warning')}"
+    click.echo(summary, err=True)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -1,0 +1,40 @@
+"""Filling in what a pipeline leaves out, from the `default`s of the schema.
+
+The resolved pipeline is complete: every parameter of every chosen component, of the
+runner and of each callback is present, so the engine never guesses a default and the
+stored `pipeline.yaml` of a run says exactly what ran. Keys come out in the order the
+schema declares them (`type` first), so two equivalent files resolve to the same text.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dsl.schema import item_schema, object_schema, pipeline_schema
+
+
+def fill_defaults(tree: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a schema-valid `tree` with every omitted optional value set to its default."""
+    return _fill(tree, pipeline_schema())
+
+
+def _fill(value: Any, schema: dict[str, Any] | bool | None) -> Any:
+    if not isinstance(schema, dict):
+        return copy.deepcopy(value)
+    schema = object_schema(schema, value)
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        out: dict[str, Any] = {}
+        for key, prop in properties.items():
+            if key in value:
+                out[key] = _fill(value[key], prop)
+            elif isinstance(prop, dict) and "default" in prop:
+                out[key] = _fill(copy.deepcopy(prop["default"]), prop)
+        for key, item in value.items():  # keys the schema does not name (free-form mappings)
+            if key not in out:
+                out[key] = copy.deepcopy(item)
+        return out
+    if isinstance(value, list):
+        return [_fill(item, item_schema(schema, index)) for index, item in enumerate(value)]
+    return value

@@ -1,0 +1,115 @@
+"""The one entry point from a pipeline file to the resolved pipeline the engine compiles.
+
+    file ─load─► tree ─extends─► ─${ENV}─► ─--set─► ─JSON Schema─► ─defaults─► ─checks─► resolved
+
+Every pass reports located diagnostics instead of stopping at the first problem, so one
+`dslrun validate` lists every mistake of a file. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsl.diagnostics import Diagnostic, is_error
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class PipelineError(Exception):
+    """A pipeline with errors; `diagnostics` holds every one of them (and any warnings)."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("\n".join(d.format_text() for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+def check_pipeline(
+    path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
+    """(resolved pipeline or None when there are errors, every diagnostic — warnings too)."""
+    from dsl.checks import run_checks
+    from dsl.defaults import fill_defaults
+    from dsl.resolve import resolve
+    from dsl.schema_errors import validate_tree
+
+    tree = resolve(path, overrides, environ)
+    diagnostics = list(tree.diagnostics)
+    if tree.value is None or tree.incomplete:
+        return None, _sorted(diagnostics)
+    schema_problems = validate_tree(tree.value, tree.sources)
+    known = {d.path for d in diagnostics}
+    diagnostics += [d for d in schema_problems if not _at_or_below_any(d.path, known)]
+    if any(is_error(d) for d in diagnostics):
+        return None, _sorted(diagnostics)
+    if tree.value.get("name") is None:
+        tree.value["name"] = default_name(path)
+    resolved = fill_defaults(tree.value)
+    if resolved["runner"].get("model_dir") is None:
+        resolved["runner"]["model_dir"] = f"runs/{resolved['name']}"
+    diagnostics += run_checks(resolved, tree.sources)
+    if any(is_error(d) for d in diagnostics):
+        return None, _sorted(diagnostics)
+    return resolved, _sorted(diagnostics)
+
+
+def load_pipeline(path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The resolved pipeline (extends, --set, ${ENV}, schema-valid, checked, defaults filled).
+
+    Raises `PipelineError` with every diagnostic when there is at least one error.
+    """
+    resolved, diagnostics = check_pipeline(path, overrides, environ)
+    if resolved is None:
+        raise PipelineError(diagnostics)
+    return resolved
+
+
+def dump_pipeline(resolved: dict[str, Any]) -> str:
+    """The resolved pipeline as YAML: top-level keys in the language's order, stable text."""
+    import yaml
+
+    from dsl.schema import TOP_LEVEL_ORDER
+
+    ordered = {key: resolved[key] for key in TOP_LEVEL_ORDER if key in resolved}
+    ordered.update({key: value for key, value in resolved.items() if key not in ordered})
+    return yaml.dump(ordered, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=100)
+
+
+def _dumper() -> type:
+    """A safe dumper writing short lists of plain values inline: `workflow: [[train, 2], [val, 1]]`."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> Any:
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=_is_flat(data))
+
+    Dumper.add_representer(list, represent_list)
+    return Dumper
+
+
+def _is_flat(data: list[Any]) -> bool:
+    """Scalars, or lists of scalars, and short enough to read on one line."""
+    for item in data:
+        if isinstance(item, dict):
+            return False
+        if isinstance(item, list) and any(isinstance(x, (dict, list)) for x in item):
+            return False
+    return len(repr(data)) <= 80
+
+
+def default_name(path: str | Path) -> str:
+    """The name of a pipeline that gives none: its file name without extension (cifar10.yaml -> cifar10)."""
+    stem = _NAME_CHARS.sub("_", Path(path).stem) or "pipeline"
+    return stem if stem[0].isalnum() else f"p{stem}"
+
+
+def _at_or_below_any(path: str, parents: set[str]) -> bool:
+    return any(path == p or path.startswith((p + ".", p + "[")) for p in parents if p)
+
+
+def _sorted(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diagnostics, key=lambda d: (d.file.startswith("<"), d.file, d.line, d.col))

@@ -1,0 +1,362 @@
+"""From files to one tree: `extends`, `${ENV}` substitution and `--set` overrides.
+
+The order is fixed and documented:
+
+1. `extends` (a file name or a list, relative to the extending file) is resolved first,
+   recursively. Bases are merged in list order, then the extending file on top. Mappings
+   are deep-merged (the later one wins key by key); lists and scalars are replaced whole.
+   The `extends` key itself is removed. Extends paths are taken literally (no `${...}`).
+2. `${NAME}` and `${NAME:-default}` are replaced in string values of the merged tree
+   (so a value a later file overrides never needs its variables). `$${` writes a literal
+   `${`. A value that is exactly one reference is read as a YAML scalar, so
+   `max_epochs: ${EPOCHS:-10}` is the integer 10 and `${DEBUG:-false}` a boolean; a
+   reference inside other text (`data/${SPLIT}.csv`) gives a string. Keys are never
+   substituted. An unset variable without a default is an error.
+3. `--set path=value` overrides are applied in order; the value is parsed as YAML with
+   the same rules as files, and is not substituted (the shell already expanded it).
+   A path may name a key the tree lacks only when the schema allows that key there.
+
+Every value keeps the position it was written at (file or `<--set>`), so later errors
+point at the right place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsl.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
+from dsl.diagnostics import Path as JsonPath
+from dsl.loader import LoadError, load_file, parse_text
+from dsl.suggest import did_you_mean
+
+SET_FILE = "<--set>"
+
+
+@dataclass
+class Tree:
+    """A pipeline tree being resolved, with where each value came from."""
+
+    value: dict[str, Any] | None
+    sources: SourceMap
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    # A base file could not be merged: the tree lacks what it would have given, so schema
+    # errors about missing keys would only be noise.
+    incomplete: bool = False
+
+
+# ---------------------------------------------------------------------------- extends
+
+
+def load_tree(path: str | Path) -> Tree:
+    """Load `path` and every file it extends, merged; `extends` removed."""
+    diagnostics: list[Diagnostic] = []
+    display = str(path)
+    loaded = _load_extending(Path(path), display, [], diagnostics)
+    if loaded is None:
+        return Tree(None, SourceMap(root=Location(display)), diagnostics)
+    value, sources, complete = loaded
+    return Tree(value, sources, diagnostics, incomplete=not complete)
+
+
+def _load_extending(
+    path: Path, display: str, chain: list[tuple[Path, str]], diagnostics: list[Diagnostic]
+) -> tuple[dict[str, Any], SourceMap, bool] | None:
+    """(merged value, positions, whether every base was merged), or None when `path` failed."""
+    try:
+        document = load_file(path, display)
+    except LoadError as exc:
+        diagnostics.extend(exc.diagnostics)
+        return None
+    diagnostics.extend(document.diagnostics)
+    value, sources = document.value, document.sources
+    if "extends" not in value:
+        return value, sources, True
+    names = value.pop("extends")
+    chain = chain + [(_identity(path), display)]
+    merged: tuple[dict[str, Any], SourceMap] | None = None
+    entries = _extends_entries(names, sources, diagnostics)
+    complete = bool(entries)
+    for index, name, where in entries:
+        base_display = os.path.normpath(os.path.join(os.path.dirname(display), name))
+        base_path = path.parent / name
+        shown = " → ".join([d for _, d in chain] + [base_display])
+        if _identity(base_path) in [p for p, _ in chain]:
+            diagnostics.append(Diagnostic.at(where, _extends_path(names, index), f"extends cycle: {shown}"))
+            complete = False
+            continue
+        if not base_path.is_file():
+            what = "is a directory" if base_path.is_dir() else "not found"
+            diagnostics.append(
+                Diagnostic.at(
+                    where,
+                    _extends_path(names, index),
+                    f"base file {name!r} {what} (looked for {base_display}; chain: {shown}); "
+                    "extends paths are relative to the file that names them",
+                )
+            )
+            complete = False
+            continue
+        base = _load_extending(base_path, base_display, chain, diagnostics)
+        if base is None:
+            complete = False
+            continue
+        complete = complete and base[2]
+        merged = base[:2] if merged is None else merge(merged, base[:2])
+    sources.remove_under(("extends",))
+    value, sources = (value, sources) if merged is None else merge(merged, (value, sources))
+    return value, sources, complete
+
+
+def _identity(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+def _extends_entries(names: Any, sources: SourceMap, diagnostics: list[Diagnostic]) -> list[tuple[int, str, Location]]:
+    """(index, file name, position) for each entry of an `extends` value; errors for bad ones."""
+    if isinstance(names, str):
+        return [(0, names, sources.locate(("extends",)))]
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return [(i, n, sources.locate(("extends", i))) for i, n in enumerate(names)]
+    diagnostics.append(
+        Diagnostic.at(sources.locate(("extends",)), ("extends",), "expected a file name or a list of file names")
+    )
+    return []
+
+
+def _extends_path(names: Any, index: int) -> JsonPath:
+    return ("extends", index) if isinstance(names, list) else ("extends",)
+
+
+def merge(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], SourceMap]) -> tuple[dict[str, Any], SourceMap]:
+    """Deep-merge two located trees; `over` wins. Positions follow the value that was kept."""
+    value = _merge_values(base[0], over[0])
+    sources = SourceMap(root=over[1].root)
+    _collect_sources(value, (), base[1], over[1], sources)
+    return value, sources
+
+
+def _merge_values(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, item in over.items():
+            out[key] = _merge_values(base[key], item) if key in base else item
+        return out
+    return over
+
+
+def _collect_sources(value: Any, path: JsonPath, base: SourceMap, over: SourceMap, out: SourceMap) -> None:
+    origin = over.get(path) or base.get(path)
+    if origin is not None:
+        out.set(path, origin)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _collect_sources(item, path + (key,), base, over, out)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _collect_sources(item, path + (index,), base, over, out)
+
+
+# ---------------------------------------------------------------------------- ${ENV}
+
+_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{")
+
+
+def substitute_env(tree: Tree, environ: Mapping[str, str]) -> None:
+    """Replace `${NAME}` / `${NAME:-default}` in every string value of `tree`, in place."""
+    if tree.value is not None:
+        tree.value = _substitute(tree.value, (), tree, environ)
+
+
+def _substitute(value: Any, path: JsonPath, tree: Tree, environ: Mapping[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, path + (k,), tree, environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, path + (i,), tree, environ) for i, v in enumerate(value)]
+    if isinstance(value, str) and "${" in value:
+        return _substitute_string(value, path, tree, environ)
+    return value
+
+
+def _substitute_string(text: str, path: JsonPath, tree: Tree, environ: Mapping[str, str]) -> Any:
+    problems: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        whole = match.group(0)
+        if whole == "$${":
+            return "${"
+        name, default = match.group(1), match.group(2)
+        if name is None:
+            problems.append(
+                f"malformed reference at {text[match.start():match.start() + 20]!r}; "
+                "write ${NAME} or ${NAME:-default} (or $${ for a literal ${)"
+            )
+            return whole
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        problems.append(
+            f"environment variable {name} is not set; set it, or give a default: ${{{name}:-value}}"
+        )
+        return whole
+
+    result = _REFERENCE.sub(replace, text)
+    for problem in problems:
+        tree.diagnostics.append(Diagnostic.at(tree.sources.locate(path), path, problem))
+    if problems:
+        return text
+    match = _REFERENCE.fullmatch(text)
+    if match and match.group(1):  # exactly one reference: read the result as a YAML scalar
+        try:
+            parsed = parse_text(result, "<env>").value
+        except LoadError:
+            return result
+        if parsed is None or isinstance(parsed, (str, int, float, bool)):
+            return parsed
+    return result
+
+
+# ---------------------------------------------------------------------------- --set
+
+_SEGMENT = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+AllowedKeys = Callable[[Any, JsonPath], "list[str] | None"]
+
+
+def apply_overrides(tree: Tree, overrides: Sequence[str], allowed_keys: AllowedKeys) -> None:
+    """Apply each `path=value` in order; problems become diagnostics at `<--set>:N:col`."""
+    for number, text in enumerate(overrides, start=1):
+        if tree.value is None:
+            return
+        problem = _apply_override(tree, number, text, allowed_keys)
+        if problem is not None:
+            tree.diagnostics.append(problem)
+
+
+def _parse_segments(path_text: str) -> list[tuple[str | int, int]] | None:
+    """'callbacks[1].every' -> [('callbacks', 0), (1, 9), ('every', 13)] (0-based columns)."""
+    segments: list[tuple[str | int, int]] = []
+    position = 0
+    expect_name = True
+    while position < len(path_text):
+        if path_text[position] == "." and not expect_name:
+            position += 1
+            expect_name = True
+            continue
+        match = _SEGMENT.match(path_text, position)
+        if match is None or (match.group(2) is not None and not expect_name):
+            return None
+        if match.group(1) is not None:
+            segments.append((int(match.group(1)), match.start()))
+        else:
+            name = match.group(2)
+            segments.append((int(name) if name.isdigit() else name, match.start()))
+        position = match.end()
+        expect_name = False
+    return segments if segments and not expect_name else None
+
+
+def _apply_override(tree: Tree, number: int, text: str, allowed_keys: AllowedKeys) -> Diagnostic | None:
+    def problem(col: int, path: JsonPath | str, message: str) -> Diagnostic:
+        return Diagnostic.at(Location(SET_FILE, number, col + 1), path, message)
+
+    path_text, equals, value_text = text.partition("=")
+    segments = _parse_segments(path_text.strip()) if equals else None
+    if segments is None:
+        return problem(0, "", f"--set expects PATH=VALUE such as runner.max_epochs=2 or callbacks[0].every_n_epochs=5, got {text!r}")
+    if segments[0][0] == "extends":
+        return problem(0, "extends", "extends cannot be changed with --set (it is resolved before overrides)")
+    value_col = len(path_text) + 1
+    try:
+        parsed = parse_text(value_text, SET_FILE, line_base=number - 1, col_base=value_col)
+    except LoadError as exc:
+        return exc.diagnostics[0]
+    if parsed.diagnostics:
+        return parsed.diagnostics[0]
+    value_origin = Origin(Location(SET_FILE, number, value_col + 1))
+
+    container: Any = tree.value
+    path: JsonPath = ()
+    for index, (segment, col) in enumerate(segments):
+        last = index == len(segments) - 1
+        if isinstance(container, list):
+            if not isinstance(segment, int):
+                return problem(col, path, f"{_show(path)} is a list; use an index such as {_show(path)}[0]")
+            if segment >= len(container):
+                return problem(
+                    col, path + (segment,), f"index {segment} is out of range: {_show(path)} has {len(container)} item(s)"
+                )
+        elif isinstance(container, dict):
+            if isinstance(segment, int) and str(segment) not in container:
+                return problem(col, path, f"{_show(path)} is a mapping, not a list; it has no item [{segment}]")
+            segment = str(segment)
+            if segment not in container:
+                allowed = allowed_keys(tree.value, path)
+                if allowed is not None and segment not in allowed:
+                    hint = did_you_mean(segment, allowed) or f"; allowed: {', '.join(allowed)}"
+                    where = f"{_show(path)} has" if path else "a pipeline has"
+                    return problem(col, path + (segment,), f"no such key: {where} no {segment!r}{hint}")
+                if not last and isinstance(segments[index + 1][0], int):
+                    whole = _show(path + (segment,))
+                    return problem(
+                        col,
+                        path + (segment,),
+                        f"the pipeline does not write this list (its default applies), so it has no item "
+                        f"[{segments[index + 1][0]}]; set the whole list instead, e.g. --set '{whole}=[...]'",
+                    )
+                if not last:
+                    container[segment] = {}
+                    tree.sources.set(path + (segment,), Origin(value_origin.value, Location(SET_FILE, number, col + 1)))
+        else:
+            return problem(col, path + (segment,), f"cannot set {segment!r} inside {_show(path)}, which is {_kind(container)}")
+        if last:
+            container[segment] = parsed.value
+            target = path + (segment,)
+            tree.sources.remove_under(target)
+            tree.sources.graft(target, parsed.sources)
+            tree.sources.set(target, Origin(value_origin.value, Location(SET_FILE, number, col + 1)))
+            return None
+        path = path + (segment,)
+        container = container[segment]
+    return None
+
+
+def _show(path: JsonPath) -> str:
+    return format_path(path) or "the pipeline"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(type(value), type(value).__name__)
+
+
+# ---------------------------------------------------------------------------- all three
+
+
+def resolve(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    allowed_keys: AllowedKeys | None = None,
+) -> Tree:
+    """extends, then ${ENV}, then --set: the merged tree, positions and every problem found."""
+    tree = load_tree(path)
+    if tree.value is None:
+        return tree
+    substitute_env(tree, os.environ if environ is None else environ)
+    if overrides:
+        if allowed_keys is None:
+            from dsl.schema import allowed_keys as schema_keys
+
+            allowed_keys = schema_keys
+        apply_overrides(tree, overrides, allowed_keys)
+    return tree

@@ -1,0 +1,25 @@
+"""`did you mean 'momentum'?` — the nearest known name to a misspelt one."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+CUTOFF = 0.6
+
+
+def closest(word: Any, candidates: Iterable[Any]) -> str | None:
+    """The candidate nearest to `word` (case-insensitive), or None when none is close enough."""
+    if not isinstance(word, str):
+        return None
+    names = [str(c) for c in candidates]
+    by_lower = {n.lower(): n for n in names}
+    matches = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=CUTOFF)
+    return by_lower[matches[0]] if matches else None
+
+
+def did_you_mean(word: Any, candidates: Iterable[Any]) -> str:
+    """"; did you mean 'x'?" to append to a message, or "" when nothing is close."""
+    match = closest(word, candidates)
+    return f"; did you mean {match!r}?" if match is not None and match != word else ""

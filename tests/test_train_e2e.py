@@ -1,0 +1,212 @@
+"""End-to-end: real `dslrun` processes train, resume, evaluate, predict and export.
+
+Everything runs on a tiny generated data set (16x16, 4 classes) so the whole file stays
+around a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+DSLRUN = [sys.executable, "-m", "dsl"]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+
+PIPELINE = """\
+version: 1
+name: tiny
+seed: 5
+inputter:
+  type: image_classification_csv
+  train: {data}/train.csv
+  val: {data}/eval.csv
+  num_classes: 4
+  image_shape: [16, 16, 3]
+  batch_size: 16
+  shuffle_buffer: 256
+augmenter: {{type: cifar, padding: 2}}
+network: {{type: simple_cnn, filters: [8, 16], dense_units: 32}}
+modeler:
+  type: image_classification
+  optimizer: {{type: momentum, learning_rate: 0.05, momentum: 0.9}}
+callbacks:
+  - {{type: train_basic}}
+  - {{type: checkpoint, every_n_epochs: 1, max_to_keep: 10}}
+  - {{type: train_summary, every_n_iters: 5}}
+runner:
+  model_dir: {run}
+  workflow: [[train, 1], [val, 1]]
+  max_epochs: 3
+  steps_per_call: 2
+"""
+
+
+def dslrun(*args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run([*DSLRUN, *args], capture_output=True, text=True, env=ENV, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"dslrun {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "synthetic"
+    dslrun("data", "synthetic", "--out", str(out), "--num-train", "192", "--num-val", "64",
+           "--num-classes", "4", "--image-size", "16")
+    return out
+
+
+def write_pipeline(tmp_path: Path, data: Path, **replace: str) -> Path:
+    text = PIPELINE.format(data=data, run=tmp_path / "run")
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(text)
+    return path
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, data: Path) -> Path:
+    """One finished 3-epoch run shared by the tests that only read it."""
+    tmp = tmp_path_factory.mktemp("trained")
+    pipeline = write_pipeline(tmp, data)
+    result = dslrun(str(pipeline))
+    assert "final validation" in result.stdout
+    return pipeline
+
+
+def test_training_learns_and_fills_the_run_directory(trained: Path) -> None:
+    run = trained.parent / "run"
+    history = records(run)
+    train = [r for r in history if r["mode"] == "train"]
+    val = [r for r in history if r["mode"] == "val"]
+    assert [r["epoch"] for r in train] == [1, 2, 3]
+    assert train[-1]["loss"] < train[0]["loss"]
+    assert val[-1]["accuracy"] > 0.5  # four classes: chance is 0.25
+    assert (run / "pipeline.yaml").read_text().startswith("version: 1")
+    assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == [
+        "ckpt-12.index", "ckpt-24.index", "ckpt-36.index"
+    ]
+    assert list((run / "tensorboard" / "train").glob("events.out.tfevents.*"))
+
+
+def test_eval_reproduces_the_logged_accuracy(trained: Path) -> None:
+    run = trained.parent / "run"
+    logged = [r for r in records(run) if r["mode"] == "val"][-1]
+    result = json.loads(dslrun("eval", str(trained)).stdout.strip().splitlines()[-1])
+    assert result["step"] == 36
+    assert result["accuracy"] == pytest.approx(logged["accuracy"], abs=1e-6)
+    assert result["loss"] == pytest.approx(logged["loss"], rel=1e-5)
+
+
+def test_export_reload_gives_the_same_predictions(trained: Path, data: Path, tmp_path: Path) -> None:
+    images = sorted(str(p) for p in (data / "eval").glob("*.png"))[:4]
+    predicted = [json.loads(line) for line in dslrun("predict", str(trained), *images).stdout.splitlines()]
+    assert [p["image"] for p in predicted] == images
+    out = tmp_path / "saved"
+    dslrun("export", str(trained), "--out", str(out))
+
+    script = (
+        "import json, sys, numpy as np, tensorflow as tf\n"
+        "from PIL import Image\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "x = np.stack([np.asarray(Image.open(p).convert('RGB'), np.float32) / 255 for p in sys.argv[2:]])\n"
+        "r = m.signatures['serving_default'](images=tf.constant(x))\n"
+        "print(json.dumps({'classes': r['classes'].numpy().tolist(), 'probabilities': r['probabilities'].numpy().tolist()}))\n"
+    )
+    out_json = subprocess.run([sys.executable, "-c", script, str(out), *images], capture_output=True,
+                              text=True, env=ENV, check=True).stdout
+    served = json.loads(out_json)
+    assert served["classes"] == [p["class"] for p in predicted]
+    for row, p in zip(served["probabilities"], predicted):
+        assert row == pytest.approx(p["probabilities"], abs=1e-5)
+
+
+def test_rerun_resumes_and_extends_training(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data)
+    dslrun(str(pipeline), "--set", "runner.max_epochs=1")
+    result = dslrun(str(pipeline), "--set", "runner.max_epochs=2")
+    assert "resumed from" in result.stderr and "at step 12" in result.stderr
+    train = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
+    assert [(r["epoch"], r["step"]) for r in train] == [(1, 12), (2, 24)]
+
+
+def test_killed_run_continues_from_its_last_checkpoint(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data)
+    checkpoints = tmp_path / "run" / "checkpoints"
+    process = subprocess.Popen([*DSLRUN, str(pipeline), "--set", "runner.max_epochs=6"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.time() + 240
+        while not list(checkpoints.glob("ckpt-12.index")) and time.time() < deadline:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.2)
+        time.sleep(0.5)
+    finally:
+        process.kill()
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    result = dslrun(str(pipeline), "--set", "runner.max_epochs=6")
+    assert "resumed from" in result.stderr
+    train = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
+    assert train[-1]["step"] == 72 and train[-1]["epoch"] == 6
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data, **{"max_epochs: 3": "max_epochs: 50"})
+    process = subprocess.Popen([*DSLRUN, str(pipeline)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=ENV)
+    events = tmp_path / "run" / "tensorboard" / "train"
+    deadline = time.time() + 240
+    while not list(events.glob("events.*")) and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert "interrupted by SIGTERM: saved a checkpoint" in stderr
+    assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
+
+
+def test_no_resume_sets_old_checkpoints_aside(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data)
+    dslrun(str(pipeline), "--set", "runner.max_epochs=1")
+    result = dslrun(str(pipeline), "--set", "runner.max_epochs=1", "--no-resume")
+    assert "moved the old checkpoints" in result.stderr
+    assert "resumed" not in result.stderr
+    assert list((tmp_path / "run").glob("checkpoints.old-*/ckpt-12.index"))
+
+
+def test_missing_resume_from_is_an_error_not_a_fresh_start(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data)
+    result = dslrun(str(pipeline), "--resume-from", str(tmp_path / "nope"), check=False)
+    assert result.returncode == 1
+    assert "dslrun: error: --resume-from" in result.stderr and "no such checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists() or not list((tmp_path / "run" / "checkpoints").iterdir())
+
+
+def test_missing_image_names_the_file(tmp_path: Path, data: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "train.csv").write_text((data / "train.csv").read_text().replace("train/", f"{data}/train/")
+                                      + "missing/nothere.png,1\n" * 40)
+    (broken / "eval.csv").write_text((data / "eval.csv").read_text().replace("eval/", f"{data}/eval/"))
+    pipeline = write_pipeline(tmp_path, broken, **{"shuffle_buffer: 256": "shuffle_buffer: 0"})
+    result = dslrun(str(pipeline), check=False)
+    assert result.returncode == 1
+    assert "nothere.png" in result.stderr
+    assert "Traceback" not in result.stderr
