@@ -9,7 +9,8 @@ those of a single process.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Callable
 
 from dsl.context import Placement
 
@@ -33,6 +34,28 @@ class Backend:
     @property
     def shard_index(self) -> int:
         return self.placement.rank
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        """Context in which model, optimizer and metric variables are created (a
+        tf.distribute strategy's scope places them on parameter servers, for example)."""
+        return contextlib.nullcontext()
+
+    def make_train_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
+        """The compiled `train_call(iterator, num_steps)`; see dsl.engine.steps."""
+        from dsl.engine.steps import make_train_call
+
+        return make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
+                               self.wrap_tape, runner.jit_compile, runner.traces)
+
+    def make_eval_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
+        """The compiled `eval_call(iterator, num_steps)`; see dsl.engine.steps."""
+        from dsl.engine.steps import make_eval_call
+
+        return make_eval_call(runner.model, runner.modeler, runner.metrics["val"], runner.traces)
+
+    def make_iterator(self, dataset_fn: Callable[[], Any]) -> Any:
+        """An iterator over the dataset `dataset_fn()` builds for this process."""
+        return iter(dataset_fn())
 
     def lr_scale(self) -> float:
         """Factor applied to the base learning rate (e.g. by world size); 1 here."""

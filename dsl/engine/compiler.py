@@ -81,8 +81,13 @@ def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> A
     return lookup(kind, params["type"]).builder(params, context)
 
 
-def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int) -> CompiledPipeline:
-    """Build inputter, augmenter, network, modeler and callbacks for this process."""
+def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scope: Any = None) -> CompiledPipeline:
+    """Build inputter, augmenter, network, modeler and callbacks for this process.
+
+    `scope` (the backend's) is entered while the network and modeler create variables.
+    """
+    import contextlib
+
     context = BuildContext(
         pipeline=spec,
         model_dir=Path(spec["runner"]["model_dir"]),
@@ -99,7 +104,8 @@ def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int) -> C
         spec["inputter"].get("drop_remainder", True),
     )
     augmenter = build_section("augmenter", spec.get("augmenter") or {"type": "none"}, context)
-    model = build_section("network", spec["network"], context)
-    modeler = build_section("modeler", spec["modeler"], context)
+    with scope if scope is not None else contextlib.nullcontext():
+        model = build_section("network", spec["network"], context)
+        modeler = build_section("modeler", spec["modeler"], context)
     hooks = sort_hooks([build_section("callback", params, context) for params in spec.get("callbacks", [])])
     return CompiledPipeline(spec, context, inputter, augmenter, model, modeler, hooks)

@@ -24,7 +24,6 @@ from backends.base import Backend
 from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.rundir import MetricsFile
-from dsl.engine.steps import make_eval_call, make_train_call
 from dsl.errors import DslError
 
 
@@ -68,25 +67,24 @@ class Runner:
         self.steps_per_epoch: int | None = self.context.steps_per_epoch
         self._check_data()
 
-        self.optimizer = self.modeler.optimizer(self.steps_per_epoch, backend.lr_scale())
-        self.optimizer.build(self.model.trainable_variables)
-        self.metrics = {mode: self._fresh_metrics(mode) for mode in ("train", "val")}
+        self.jit_compile = use_jit(params["jit_compile"])
         self.traces: Counter = Counter()
-        self._train_call = make_train_call(
-            self.model, self.modeler, self.optimizer, self.metrics["train"], backend.wrap_tape,
-            use_jit(params["jit_compile"]), self.traces,
-        )
-        self._eval_call = make_eval_call(self.model, self.modeler, self.metrics["val"], self.traces)
+        with backend.scope():
+            self.optimizer = self.modeler.optimizer(self.steps_per_epoch, backend.lr_scale())
+            self.optimizer.build(self.model.trainable_variables)
+            self.metrics = {mode: self._fresh_metrics(mode) for mode in ("train", "val")}
+            self._state = {
+                "step": tf.Variable(0, dtype=tf.int64, trainable=False, name="step"),
+                "epoch": tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
+                "data_position": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_position"),
+            }
+        self._train_call = backend.make_train_call(self)
+        self._eval_call = backend.make_eval_call(self)
 
         # Position: train steps done, data epochs done, batches consumed in the current epoch.
         self.step = 0
         self.epoch = 0
         self.data_position = 0
-        self._state = {
-            "step": tf.Variable(0, dtype=tf.int64, trainable=False, name="step"),
-            "epoch": tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
-            "data_position": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_position"),
-        }
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **self._state)
         self.checkpoint_manager = tf.train.CheckpointManager(
             self.checkpoint, str(self.model_dir / "checkpoints"), max_to_keep=self._max_to_keep()
@@ -223,10 +221,10 @@ class Runner:
         steps = self._eval_steps(mode, max_steps)
         if steps == 0:
             raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
-        dataset = self.inputter.dataset(
+        iterator = self.backend.make_iterator(lambda: self.inputter.dataset(
             mode, self.augmenter.eval, self.backend.num_shards, self.backend.shard_index, seed=self.seed
-        )
-        outputs = self._eval_call(iter(dataset), tf.constant(steps, tf.int32))
+        ))
+        outputs = self._eval_call(iterator, tf.constant(steps, tf.int32))
         return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()})
 
     # ------------------------------------------------------------------------ internals
@@ -289,13 +287,7 @@ class Runner:
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""
         if self._iterator is None:
-            dataset = self.inputter.dataset(
-                "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index,
-                seed=self._epoch_seed(self.epoch),
-            )
-            if self.data_position:
-                dataset = dataset.skip(self.data_position)  # resume mid-epoch at the saved batch
-            self._iterator = iter(dataset)
+            self._iterator = self.backend.make_iterator(self._train_dataset_fn(self.epoch, self.data_position))
         return self._iterator, min(wanted, self.steps_per_epoch - self.data_position)
 
     def _advance(self, count: int) -> None:
@@ -307,6 +299,18 @@ class Runner:
             self.epoch += 1
             self.data_position = 0
             self._iterator = None
+
+    def _train_dataset_fn(self, epoch: int, skip: int) -> Any:
+        """Builds this rank's train data of `epoch`, positioned after `skip` batches (resume)."""
+
+        def dataset_fn() -> Any:
+            dataset = self.inputter.dataset(
+                "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index,
+                seed=self._epoch_seed(epoch),
+            )
+            return dataset.skip(skip) if skip else dataset
+
+        return dataset_fn
 
     def _epoch_seed(self, epoch: int) -> int:
         return (self.seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
