@@ -6,7 +6,10 @@ STAMP  := $(VENV)/.installed
 DATA   := data/synthetic
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install test test-fast demo bench-validate schema docs lint clean
+HOROVOD_VERSION := 0.28.1
+MPI4PY_VERSION  := 4.1.2
+
+.PHONY: install horovod test test-fast test-multiprocess demo bench-validate schema docs lint clean
 
 install: $(STAMP)
 
@@ -15,12 +18,35 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e ".[train,dev]"
+	$(MAKE) --no-print-directory horovod
 	touch $(STAMP)
+
+# Horovod is built from source against the venv's TensorFlow (TF, Gloo and MPI controllers).
+# It needs OpenMPI and a C++ tool chain: installed with apt when root, else we say what to install.
+# On a GPU machine with CUDA/NCCL: make install HOROVOD_GPU_OPERATIONS=NCCL (and TensorFlow with GPU support).
+horovod:
+	@if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev >/dev/null 2>&1 || ! command -v cmake >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin cmake g++ >/dev/null; \
+	  else \
+	    echo "make: Horovod needs OpenMPI 4 and cmake; run: sudo apt-get install libopenmpi-dev openmpi-bin cmake g++"; exit 1; \
+	  fi; \
+	fi
+	@$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || { \
+	  echo "building horovod==$(HOROVOD_VERSION) against tensorflow (a few minutes)"; \
+	  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
+	  HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j$$(nproc) \
+	  $(BIN)/python -m pip install --quiet --no-build-isolation horovod==$(HOROVOD_VERSION); }
+	$(BIN)/python -m pip install --quiet mpi4py==$(MPI4PY_VERSION)
 
 # The whole test suite, plus the shipped pipelines must validate.
 test: install
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/python -m pytest -q
+
+# The multi-rank tests alone (horovodrun, mpirun, local clusters).
+test-multiprocess: install
+	$(BIN)/python -m pytest -q -m multiprocess
 
 # Everything but the end-to-end training runs.
 test-fast: install

@@ -72,6 +72,15 @@ class Backend:
         """Average of each value across replicas; a single process already has it."""
         return dict(values)
 
+    def max_across_ranks(self, value: int) -> int:
+        """The largest `value` any replica passed: lets ranks agree to stop together (a
+        rank-local reason, like a NaN or a time budget, must not leave the others waiting)."""
+        return value
+
+    def gather_strings(self, value: str) -> list[str]:
+        """`value` from every replica, in rank order (used to check weights agree)."""
+        return [value]
+
     def barrier(self) -> None:
         """Wait for every replica; nothing to wait for here."""
 

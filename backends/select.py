@@ -27,7 +27,11 @@ def select_backend(runner_params: dict[str, Any], environ: Mapping[str, str] | N
         from backends.local import LocalBackend
 
         return LocalBackend(runner_params)
+    if name == "horovod":
+        from backends.horovod import HorovodBackend
+
+        return HorovodBackend(runner_params)
     raise DslError(
         f"runner.backend resolved to {name!r}, which this version of dslrun does not provide "
-        "(available: local). Run without horovodrun/mpirun, or set runner.backend: local."
+        "(available: local, horovod). Run without horovodrun/mpirun, or set runner.backend: local."
     )

@@ -35,6 +35,85 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         "enum": ["auto", "local", "horovod", "ps"],
         "default": "auto",
     },
+    "lr_scaling": {
+        "description": (
+            "How the base learning rate grows with the number of ranks (global batch): linear "
+            "(x ranks, Goyal et al. — pair it with modeler.lr_schedule.warmup_epochs), sqrt, or none. "
+            "One process is never scaled."
+        ),
+        "type": "string",
+        "enum": ["linear", "sqrt", "none"],
+        "default": "linear",
+    },
+    "horovod": {
+        "description": "Horovod settings, used when the backend is horovod.",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "compression": {
+                "description": "Gradient compression on the wire: none, or fp16 (half the bytes).",
+                "type": "string",
+                "enum": ["none", "fp16"],
+                "default": "none",
+            },
+            "op": {
+                "description": "How gradients are combined: average, sum, or adasum.",
+                "type": "string",
+                "enum": ["average", "sum", "adasum"],
+                "default": "average",
+            },
+            "gradient_predivide_factor": {
+                "description": "Divide gradients by this before the sum and by size/factor after (average only).",
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "default": 1.0,
+            },
+            "num_groups": {
+                "description": "Split the gradient allreduce into this many groups (0: Horovod's fusion decides).",
+                "type": "integer",
+                "minimum": 0,
+                "default": 0,
+            },
+            "fusion_threshold_mb": {
+                "description": "Tensor fusion buffer in MiB (HOROVOD_FUSION_THRESHOLD); null: Horovod's 64.",
+                "type": ["number", "null"],
+                "minimum": 0,
+                "default": None,
+            },
+            "cycle_time_ms": {
+                "description": "Milliseconds between Horovod's fusion cycles (HOROVOD_CYCLE_TIME); null: Horovod's default.",
+                "type": ["number", "null"],
+                "exclusiveMinimum": 0,
+                "default": None,
+            },
+            "timeline": {
+                "description": "Write a Horovod timeline (Chrome trace JSON) to this file; null: none.",
+                "type": ["string", "null"],
+                "default": None,
+            },
+            "autotune": {
+                "description": "Let Horovod tune fusion threshold and cycle time while training (HOROVOD_AUTOTUNE).",
+                "type": "boolean",
+                "default": False,
+            },
+            "stall_check_seconds": {
+                "description": "Warn when a rank has not joined a collective for this long (HOROVOD_STALL_CHECK_TIME_SECONDS).",
+                "type": "integer",
+                "minimum": 1,
+                "default": 15,
+            },
+            "stall_shutdown_seconds": {
+                "description": (
+                    "Shut the job down when a collective has stalled this long, so a lost rank ends "
+                    "the job instead of hanging it (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)."
+                ),
+                "type": "integer",
+                "minimum": 1,
+                "default": 45,
+            },
+        },
+        "default": {},
+    },
     "model_dir": {
         "description": (
             "Run directory: resolved pipeline, checkpoints, TensorBoard events, metrics. "

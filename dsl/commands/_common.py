@@ -29,9 +29,19 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, A
     return resolved
 
 
+def rank_prefix() -> str:
+    """`[rank N] ` when this process is one of several ranks (horovodrun/mpirun), else ''."""
+    import os
+
+    for rank, size in (("HOROVOD_RANK", "HOROVOD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if rank in os.environ and os.environ.get(size, "1") != "1":
+            return f"[rank {os.environ[rank]}] "
+    return ""
+
+
 def fail(message: str, code: int = 1) -> None:
-    """Print `dslrun: error: message` on stderr and exit (no traceback)."""
-    click.echo(f"dslrun: error: {message}", err=True)
+    """Print `dslrun: error: message` on stderr (naming the rank) and exit, no traceback."""
+    click.echo(f"dslrun: error: {rank_prefix()}{message}", err=True)
     sys.exit(code)
 
 

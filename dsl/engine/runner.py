@@ -11,6 +11,7 @@ from (seed, epoch), so the position is two integers instead of a saved shuffle b
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import sys
 import time
@@ -25,14 +26,6 @@ from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.rundir import MetricsFile
 from dsl.errors import DslError
-
-
-class Preempted(Exception):
-    """SIGTERM or SIGINT arrived: save and leave."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 class Runner:
@@ -107,6 +100,7 @@ class Runner:
         self.stop_reason = ""
         self.resumed = False
         self.restored_from: str | None = None
+        self._signal = 0  # SIGTERM/SIGINT received: save and exit 128 + signal
 
     # ----------------------------------------------------------------- public API for hooks
     def request_stop(self, reason: str) -> None:
@@ -175,11 +169,8 @@ class Runner:
                     break
                 self._run_phase(phase)
             self._call("after_run")
-        except Preempted as exc:
-            path = self.save_checkpoint()
-            where = f"saved a checkpoint at step {self.step} in {path}" if path else "no checkpoint written on this rank"
-            self.notice(f"interrupted by {exc}: {where}; run the same command to resume")
-            return 128 + exc.signum
+            if not self._signal:
+                self._check_replicas_agree()
         except tf.errors.OpError as exc:
             raise _explain_op_error(exc, self) from None
         finally:
@@ -187,6 +178,12 @@ class Runner:
                 signal.signal(sig, handler)
             for writer in self._writers.values():
                 writer.flush()
+        if self._signal:
+            path = self.save_checkpoint()
+            name = signal.Signals(self._signal).name
+            where = f"saved a checkpoint at step {self.step} in {path}" if path else "the chief saves the checkpoint"
+            self.notice(f"interrupted by {name}: {where}; run the same command to resume")
+            return 128 + self._signal
         if self.stop_reason:
             self.notice(f"{'failed' if self.failed else 'stopped'}: {self.stop_reason}")
         return 1 if self.failed else 0
@@ -240,6 +237,34 @@ class Runner:
         else:
             self._train_phase(phase.start + phase.count - self.step)
 
+    def weights_digest(self) -> str:
+        """SHA-256 of every model variable's bytes: equal digests mean identical weights."""
+        digest = hashlib.sha256()
+        for variable in self.model.variables:
+            digest.update(variable.name.encode())
+            digest.update(variable.numpy().tobytes())
+        return digest.hexdigest()
+
+    def _check_replicas_agree(self) -> None:
+        """With several replicas, prove they ended with the same weights (or say they did not)."""
+        if self.placement.world_size == 1:
+            return
+        digests = self.backend.gather_strings(self.weights_digest())
+        if len(set(digests)) == 1:
+            self.notice(f"weights digest {digests[0][:16]} identical on all {len(digests)} ranks")
+        else:
+            differing = [rank for rank, d in enumerate(digests) if d != digests[0]]
+            self.fail(f"the ranks ended with different weights (ranks {differing} differ from rank 0)")
+
+    def _agree_on_stopping(self) -> None:
+        """Every rank stops at the same step: one rank's reason stops them all."""
+        mine = 3 if self._signal else 2 if self.failed else 1 if self.should_stop else 0
+        agreed = self.backend.max_across_ranks(mine)
+        if agreed > mine:
+            self._signal = signal.SIGTERM if agreed == 3 else 0
+            self.failed = agreed == 2
+            self.request_stop(["", "another rank stopped the run", "another rank failed", "another rank was interrupted"][agreed])
+
     def _units_done(self) -> int:
         return self.epoch if self.by_epoch else self.step
 
@@ -260,6 +285,7 @@ class Runner:
                 self._graph_args = (iterator, tf.constant(count, tf.int32))
             self._advance(count)
             self._call("after_train_iter")
+            self._agree_on_stopping()
         values = {name: float(metric.result()) for name, metric in self.metrics["train"].items()}
         values["learning_rate"] = self.outputs.get("learning_rate", 0.0)
         self._finish_phase("train", values, time.perf_counter() - started)
@@ -370,7 +396,10 @@ class Runner:
             getattr(hook, point)(self)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        raise Preempted(signum)
+        """Stop after the current call and save; a second signal ends the process at once."""
+        self._signal = signum
+        self.request_stop(f"interrupted by {signal.Signals(signum).name}")
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def resolve_checkpoint(path: str, option: str) -> str:

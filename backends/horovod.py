@@ -1,0 +1,132 @@
+"""Horovod allreduce: the same loop, synchronously data-parallel across ranks and hosts.
+
+Started by `horovodrun -np N dslrun FILE` (Gloo or MPI) or `mpirun -np N dslrun FILE`
+(MPI through mpi4py). Each rank trains on its own shard of the data, gradients are
+averaged by `DistributedGradientTape`, every rank starts from rank 0's variables, and
+only rank 0 writes files. Horovod's knobs come from `runner.horovod` and are set as the
+environment variables Horovod reads at `hvd.init()`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from backends.base import Backend
+from dsl.context import Placement
+from dsl.errors import DslError
+
+# runner.horovod key -> (Horovod environment variable, conversion)
+_KNOBS = {
+    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda mb: str(int(mb * 1024 * 1024))),
+    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", lambda ms: str(ms)),
+    "timeline": ("HOROVOD_TIMELINE", str),
+    "autotune": ("HOROVOD_AUTOTUNE", lambda on: "1" if on else "0"),
+    "stall_check_seconds": ("HOROVOD_STALL_CHECK_TIME_SECONDS", lambda s: str(int(s))),
+    "stall_shutdown_seconds": ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", lambda s: str(int(s))),
+}
+
+
+def _started_by_plain_mpirun() -> bool:
+    """mpirun without horovodrun: Horovod must be handed MPI.COMM_WORLD through mpi4py."""
+    return "OMPI_COMM_WORLD_SIZE" in os.environ and "HOROVOD_RANK" not in os.environ and "PMI_SIZE" not in os.environ
+
+
+class HorovodBackend(Backend):
+    """Allreduce data parallelism with Horovod (TensorFlow 2 API)."""
+
+    name = "horovod"
+
+    def __init__(self, runner_params: dict[str, Any] | None = None) -> None:
+        super().__init__(runner_params)
+        self.settings: dict[str, Any] = dict(self.runner_params.get("horovod") or {})
+        self.hvd: Any = None
+
+    def setup(self) -> None:
+        for key, (variable, convert) in _KNOBS.items():
+            if self.settings.get(key) is not None:
+                os.environ[variable] = convert(self.settings[key])
+        try:
+            import horovod.tensorflow as hvd
+        except ImportError as exc:
+            raise DslError(
+                f"runner.backend is horovod but Horovod cannot be imported ({exc}); install it with "
+                "`make install` (builds horovod==0.28.1 against tensorflow-cpu 2.15.1), or run without "
+                "horovodrun/mpirun and set runner.backend: local"
+            ) from None
+        if _started_by_plain_mpirun():
+            from mpi4py import MPI
+
+            hvd.init(comm=MPI.COMM_WORLD)
+        else:
+            hvd.init()
+        self.hvd = hvd
+        self.placement = Placement(rank=hvd.rank(), world_size=hvd.size(), local_rank=hvd.local_rank())
+        self._configure_devices()
+
+    def _configure_devices(self) -> None:
+        """One GPU per local rank; on CPUs, split the cores between the ranks of this host."""
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            gpu = gpus[self.hvd.local_rank() % len(gpus)]
+            tf.config.experimental.set_memory_growth(gpu, True)
+            tf.config.set_visible_devices(gpu, "GPU")
+        elif not self.runner_params.get("intra_op_threads"):
+            # N ranks each using every core fight over them; one share each is faster.
+            share = max(1, (os.cpu_count() or 1) // max(1, self.hvd.local_size()))
+            tf.config.threading.set_intra_op_parallelism_threads(share)
+            if not self.runner_params.get("inter_op_threads"):
+                tf.config.threading.set_inter_op_parallelism_threads(max(1, min(2, share)))
+
+    def lr_scale(self) -> float:
+        scaling = self.runner_params.get("lr_scaling", "linear")
+        size = self.placement.world_size
+        return {"linear": float(size), "sqrt": math.sqrt(size)}.get(scaling, 1.0)
+
+    def wrap_tape(self, tape: Any) -> Any:
+        hvd = self.hvd
+        compression = hvd.Compression.fp16 if self.settings.get("compression") == "fp16" else hvd.Compression.none
+        op = {"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}[self.settings.get("op", "average")]
+        return hvd.DistributedGradientTape(
+            tape,
+            compression=compression,
+            op=op,
+            gradient_predivide_factor=float(self.settings.get("gradient_predivide_factor", 1.0)),
+            num_groups=int(self.settings.get("num_groups", 0)),
+        )
+
+    def broadcast(self, variables: list[Any]) -> None:
+        self.hvd.broadcast_variables(variables, root_rank=0)
+
+    def reduce_metrics(self, values: dict[str, float]) -> dict[str, float]:
+        import tensorflow as tf
+
+        names = sorted(values)
+        if not names:
+            return {}
+        averaged = self.hvd.allreduce(tf.constant([values[n] for n in names], tf.float64), op=self.hvd.Average,
+                                      name="dslrun_metrics")
+        return dict(zip(names, (float(v) for v in averaged.numpy())))
+
+    def max_across_ranks(self, value: int) -> int:
+        import tensorflow as tf
+
+        return int(self.hvd.allreduce(tf.constant(value, tf.int32), op=self.hvd.Max, name="dslrun_stop").numpy())
+
+    def gather_strings(self, value: str) -> list[str]:
+        return list(self.hvd.allgather_object(value, name="dslrun_gather"))
+
+    def barrier(self) -> None:
+        import tensorflow as tf
+
+        self.hvd.allreduce(tf.constant(0, tf.int32), op=self.hvd.Sum, name="dslrun_barrier")
+
+    def shutdown(self) -> None:
+        if self.hvd is not None and self.hvd.is_initialized():
+            self.hvd.shutdown()
+
+    def describe(self) -> str:
+        return f"horovod ({self.placement.world_size} ranks, rank {self.placement.rank})"

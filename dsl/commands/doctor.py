@@ -1,0 +1,119 @@
+"""`dslrun doctor`: what this environment can run, and what is wrong with it.
+
+Reports TensorFlow, Keras, Horovod (frameworks, controllers, tensor operations — what
+`horovodrun --check-build` shows), the MPI implementation, mpi4py and GPUs. Exits 1 when
+the stack cannot train: no TensorFlow, or TensorFlow >= 2.16 / Keras 3, with which
+Horovod 0.28.1 neither builds nor runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+
+def _version(module: str) -> str | None:
+    try:
+        return str(getattr(importlib.import_module(module), "__version__", "unknown"))
+    except Exception:  # noqa: BLE001 - any import failure means "not usable"
+        return None
+
+
+def _horovod() -> dict[str, Any] | None:
+    try:
+        import horovod.tensorflow as hvd
+    except Exception:  # noqa: BLE001
+        return None
+    import horovod
+
+    return {
+        "version": horovod.__version__,
+        "frameworks": {"TensorFlow": True},
+        "controllers": {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())},
+        "tensor_operations": {
+            "NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()), "CCL": bool(hvd.ccl_built()),
+            "MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built()),
+        },
+    }
+
+
+def _mpi() -> str | None:
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        return None
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return f"{mpirun} (version unknown)"
+    return out.strip().splitlines()[0] if out.strip() else mpirun
+
+
+def version_problems(tf_version: str, keras_version: str) -> list[str]:
+    """A refusal for TensorFlow >= 2.16 or Keras 3, with which Horovod 0.28.1 cannot work."""
+    major_minor = tuple(int(p) for p in tf_version.split(".")[:2] if p.isdigit())
+    if major_minor >= (2, 16) or keras_version.startswith("3"):
+        return [
+            f"TensorFlow {tf_version} / Keras {keras_version}: dslrun needs TensorFlow 2.15 with Keras 2 "
+            "(Horovod 0.28.1 does not build against TF >= 2.16 and breaks with Keras 3); "
+            "pip install 'tensorflow-cpu==2.15.1'"
+        ]
+    return []
+
+
+def collect() -> tuple[dict[str, Any], list[str]]:
+    """Facts about the stack, and the problems that stop it from training."""
+    problems: list[str] = []
+    tf_version = _version("tensorflow")
+    facts: dict[str, Any] = {"python": sys.version.split()[0], "tensorflow": tf_version}
+    if tf_version is None:
+        problems.append("TensorFlow is not installed: pip install 'dslrun[train]' (tensorflow-cpu==2.15.1)")
+    else:
+        import tensorflow as tf
+
+        keras_version = getattr(tf.keras, "__version__", None) or _version("keras")
+        facts["keras"] = keras_version
+        facts["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+        problems += version_problems(tf_version, str(keras_version))
+    facts["horovod"] = _horovod()
+    facts["mpi"] = _mpi()
+    facts["mpi4py"] = _version("mpi4py")
+    return facts, problems
+
+
+def _mark(flag: bool) -> str:
+    return "[X]" if flag else "[ ]"
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
+def command(as_json: bool) -> None:
+    """Check the training stack (TensorFlow, Keras, Horovod, MPI, GPUs)."""
+    facts, problems = collect()
+    if as_json:
+        import json
+
+        click.echo(json.dumps({**facts, "problems": problems}, indent=2))
+    else:
+        click.echo(f"Python      {facts['python']}")
+        click.echo(f"TensorFlow  {facts['tensorflow'] or 'not installed'}")
+        if facts["tensorflow"]:
+            click.echo(f"Keras       {facts['keras']}")
+            click.echo(f"GPUs        {', '.join(facts['gpus']) or 'none (CPU only)'}")
+        horovod = facts["horovod"]
+        if horovod:
+            click.echo(f"Horovod     {horovod['version']}")
+            for title, key in (("frameworks", "frameworks"), ("controllers", "controllers"),
+                               ("tensor ops", "tensor_operations")):
+                click.echo(f"  {title:<10} " + "  ".join(f"{_mark(v)} {k}" for k, v in horovod[key].items()))
+        else:
+            click.echo("Horovod     not installed (make install builds it)")
+        click.echo(f"MPI         {facts['mpi'] or 'not found (apt-get install openmpi-bin libopenmpi-dev)'}")
+        click.echo(f"mpi4py      {facts['mpi4py'] or 'not installed'}")
+    for problem in problems:
+        click.echo(f"dslrun: error: {problem}", err=True)
+    sys.exit(1 if problems else 0)

@@ -1,0 +1,27 @@
+"""`dslrun doctor` reports the real stack and refuses one Horovod cannot work with."""
+
+import json
+import os
+import subprocess
+import sys
+
+from dsl.commands.doctor import version_problems
+
+
+def test_doctor_reports_this_stack() -> None:
+    result = subprocess.run([sys.executable, "-m", "dsl", "doctor", "--json"], capture_output=True, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    facts = json.loads(result.stdout)
+    assert facts["tensorflow"] == "2.15.1" and facts["keras"].startswith("2.15")
+    assert facts["horovod"]["controllers"] == {"MPI": True, "Gloo": True}
+    assert facts["horovod"]["frameworks"]["TensorFlow"] is True
+    assert "Open MPI" in facts["mpi"] and facts["mpi4py"]
+    assert facts["problems"] == []
+
+
+def test_keras3_or_newer_tensorflow_is_refused() -> None:
+    assert version_problems("2.15.1", "2.15.0") == []
+    assert "Keras 3" in version_problems("2.15.1", "3.0.4")[0]
+    assert "TensorFlow 2.16.1" in version_problems("2.16.1", "3.3.3")[0]
+    assert version_problems("2.21.0", "3.10.0")

@@ -1,0 +1,206 @@
+"""The Horovod backend with real ranks: horovodrun (Gloo, MPI) and plain mpirun.
+
+Each test starts two ranks on this machine (run alone with `pytest -m multiprocess`).
+Every launcher is run under a timeout and in its own process group, which is killed at
+the end, so no rank outlives its test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+BIN = Path(sys.executable).parent
+ENV = {
+    **os.environ,
+    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "PYTHONUNBUFFERED": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
+LAUNCHERS = {
+    "gloo": ["horovodrun", "-np", "2", "--gloo"],
+    "mpi": ["horovodrun", "-np", "2", "--mpi"],
+    "mpirun": ["mpirun", "-np", "2", "--oversubscribe"],
+}
+
+PIPELINE = """\
+version: 1
+name: hvd
+seed: 11
+inputter:
+  type: image_classification_csv
+  train: {data}/train.csv
+  val: {data}/eval.csv
+  num_classes: 4
+  image_shape: [16, 16, 3]
+  batch_size: {batch}
+  shuffle_buffer: {shuffle}
+augmenter: {{type: {augmenter}}}
+network: {network}
+modeler:
+  type: image_classification
+  optimizer: {{type: momentum, learning_rate: 0.05, momentum: 0.9}}
+callbacks:
+  - {{type: train_basic}}
+  - {{type: checkpoint, every_n_epochs: 1, max_to_keep: 10}}
+runner:
+  model_dir: {run}
+  workflow: {workflow}
+  max_epochs: {epochs}
+  lr_scaling: {lr_scaling}
+"""
+
+
+def pipeline(tmp_path: Path, data: Path, name: str = "p", **values: object) -> Path:
+    settings = dict(batch=16, shuffle=256, augmenter="cifar", epochs=2, lr_scaling="linear",
+                    network="{type: simple_cnn, filters: [8, 16], dense_units: 32}",
+                    workflow="[[train, 1], [val, 1]]")
+    settings.update(values)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(PIPELINE.format(data=data, run=tmp_path / f"run-{name}", **settings))
+    return path
+
+
+def launch(command: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        _kill_group(process)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hvd") / "synthetic"
+    subprocess.run([sys.executable, "-m", "dsl", "data", "synthetic", "--out", str(out), "--num-train", "256",
+                    "--num-val", "64", "--num-classes", "4", "--image-size", "16"], check=True, env=ENV,
+                   capture_output=True)
+    return out
+
+
+def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(str(prefix))
+            if name.startswith("model/")}
+
+
+@pytest.mark.parametrize("launcher", ["gloo", "mpi", "mpirun"])
+def test_two_ranks_train_to_the_end_and_rank0_writes_once(tmp_path: Path, data: Path, launcher: str) -> None:
+    path = pipeline(tmp_path, data)
+    result = launch([*LAUNCHERS[launcher], "dslrun", str(path)])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # Weights gathered from both ranks at the end have one digest.
+    assert "identical on all 2 ranks" in result.stderr
+    run = tmp_path / "run-p"
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["mode"], r["step"]) for r in records] == [("train", 8), ("val", 8), ("train", 16), ("val", 16)]
+    assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == ["ckpt-16.index", "ckpt-8.index"]
+    # One header line: only rank 0 ran the printing callbacks.
+    assert result.stdout.count("pipeline hvd:") == 1
+    assert "2 replicas" in result.stdout
+
+
+def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, data: Path) -> None:
+    """Sharding, gradient averaging and broadcast together: 2 x 32 == 1 x 64, step for step.
+
+    No batch normalisation (its statistics are per rank), no augmentation, no shuffling,
+    no dropout, and no lr scaling: the two runs then compute the same averaged gradient
+    from the same 64 examples at every step. The only difference is the order of float32
+    sums (per rank, then across ranks), a relative error near 1e-7 per step; after 8
+    steps we allow rtol 1e-4 / atol 1e-5, far below the change one step makes (checked).
+    """
+    common = dict(shuffle=0, augmenter="none", epochs=2, workflow="[[train, 1]]", lr_scaling="none",
+                  network="{type: mlp, hidden_units: [32]}")
+    one = pipeline(tmp_path, data, "one", batch=64, **common)
+    two = pipeline(tmp_path, data, "two", batch=32, **common)
+    result = subprocess.run([sys.executable, "-m", "dsl", str(one)], capture_output=True, text=True, env=ENV,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = launch([*LAUNCHERS["gloo"], "dslrun", str(two)])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    single = checkpoint_arrays(tmp_path / "run-one" / "checkpoints" / "ckpt-8")
+    double = checkpoint_arrays(tmp_path / "run-two" / "checkpoints" / "ckpt-8")
+    earlier = checkpoint_arrays(tmp_path / "run-one" / "checkpoints" / "ckpt-4")
+    assert single.keys() == double.keys() and single
+    for name in single:
+        np.testing.assert_allclose(double[name], single[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    # The tolerance is meaningful: four more steps moved the weights far more than it.
+    moved = max(float(np.max(np.abs(single[n] - earlier[n]))) for n in single)
+    assert moved > 1e-3
+
+
+def test_a_killed_rank_ends_the_job_quickly_naming_it(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data, epochs=500)
+    process = subprocess.Popen([*LAUNCHERS["gloo"], "dslrun", str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True)
+    try:
+        victim = _wait_for_rank(process, rank=1, checkpoints=tmp_path / "run-p" / "checkpoints")
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        output, _ = process.communicate(timeout=90)
+        took = time.monotonic() - killed_at
+    finally:
+        _kill_group(process)
+    assert process.returncode != 0
+    assert took < 60, f"the job took {took:.0f} s to end after rank 1 died"
+    assert "Process name: 1" in output and "Exit code: 137" in output
+
+
+def _wait_for_rank(process: subprocess.Popen, rank: int, checkpoints: Path) -> int:
+    """PID of the dslrun process with HOROVOD_RANK=rank, once training has begun."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the job ended before a rank could be killed"
+        if list(checkpoints.glob("ckpt-*.index")):
+            for pid in _descendants(process.pid):
+                try:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if f"HOROVOD_RANK={rank}".encode() in environ and b"dslrun" in cmdline and b"python" in cmdline:
+                    return pid
+        time.sleep(0.5)
+    raise AssertionError("no rank process found in time")
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
