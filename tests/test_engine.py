@@ -1,0 +1,102 @@
+"""The shared loop, in process: graphs traced once, hooks in priority order, workflows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsl.hooks import Hook
+from dsl.pipeline import load_pipeline
+
+pytestmark = pytest.mark.slow
+
+PIPELINE = """\
+version: 1
+name: engine
+seed: 1
+inputter:
+  type: synthetic
+  num_examples: {{train: 80, val: 24, test: 8}}
+  image_shape: [8, 8, 3]
+  num_classes: 3
+  batch_size: 16
+network: {{type: mlp, hidden_units: [16]}}
+modeler:
+  type: image_classification
+  optimizer: {{type: sgd, learning_rate: 0.1}}
+runner:
+  model_dir: {run}
+  workflow: {workflow}
+  {limit}
+  steps_per_call: {steps_per_call}
+"""
+
+
+def make_runner(tmp_path: Path, workflow: str = "[[train, 1], [val, 1]]", limit: str = "max_epochs: 2",
+                steps_per_call: int = 2) -> Any:
+    from dsl.engine.launch import build_runner
+
+    path = tmp_path / "engine.yaml"
+    path.write_text(PIPELINE.format(run=tmp_path / "run", workflow=workflow, limit=limit,
+                                    steps_per_call=steps_per_call))
+    return build_runner(load_pipeline(path), resume=False)
+
+
+class Recorder(Hook):
+    """Records every hook point it sees, tagged with its name."""
+
+    def __init__(self, tag: str, log: list, priority: str | int = "NORMAL") -> None:
+        super().__init__({"type": tag})
+        self.tag, self.log, self.priority = tag, log, priority
+
+    def before_train_epoch(self, runner: Any) -> None:
+        self.log.append((self.tag, "before_train_epoch", runner.step))
+
+    def after_train_iter(self, runner: Any) -> None:
+        self.log.append((self.tag, "after_train_iter", runner.step))
+
+    def after_val_epoch(self, runner: Any) -> None:
+        self.log.append((self.tag, "after_val_epoch", runner.step))
+
+
+def test_a_second_epoch_and_a_short_last_call_do_not_retrace(tmp_path: Path) -> None:
+    # 80 examples / 16 = 5 steps per epoch, 2 per call: calls of 2, 2 and 1 steps.
+    runner = make_runner(tmp_path, limit="max_epochs: 3")
+    assert runner.run() == 0
+    assert runner.step == 15 and runner.epoch == 3
+    assert dict(runner.traces) == {"train": 1, "val": 1}
+
+
+def test_hooks_run_by_priority_then_list_order(tmp_path: Path) -> None:
+    from dsl.hooks import sort_hooks
+
+    runner = make_runner(tmp_path, limit="max_epochs: 1")
+    log: list = []
+    runner.hooks = sort_hooks([Recorder("low", log, "LOW"), Recorder("first-normal", log),
+                               Recorder("highest", log, "HIGHEST"), Recorder("second-normal", log), ])
+    assert runner.run() == 0
+    first_iter = [tag for tag, point, step in log if point == "after_train_iter" and step == 2]
+    assert first_iter == ["highest", "first-normal", "second-normal", "low"]
+
+
+def test_iter_based_workflow_validates_every_n_steps(tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, workflow="[[train, 4], [val, 1]]", limit="max_iters: 10", steps_per_call=3)
+    log: list = []
+    runner.hooks = [Recorder("r", log)]
+    assert runner.run() == 0
+    assert runner.step == 10
+    assert [step for _, point, step in log if point == "after_val_epoch"] == [4, 8, 10]
+    # Calls cross neither a phase boundary (4, 8) nor a data epoch's end (5): 3+1, 1+3, 2.
+    assert [step for _, point, step in log if point == "after_train_iter"] == [3, 4, 5, 8, 10]
+    # 10 steps crossed the 5-step data epoch twice.
+    assert runner.epoch == 2
+
+
+def test_metrics_are_reset_each_phase(tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, limit="max_epochs: 2")
+    assert runner.run() == 0
+    train = [h for h in runner.history if h["mode"] == "train"]
+    assert len(train) == 2 and all(0.0 <= h["accuracy"] <= 1.0 for h in train)
+    assert runner.metrics["train"]["loss"].count.numpy() == 5  # the second epoch's steps only

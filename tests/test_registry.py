@@ -1,0 +1,42 @@
+"""The registry is the single source of truth: every type has a builder and a schema."""
+
+import importlib
+import pkgutil
+
+import pytest
+
+from dsl.registry import KINDS, Component, RegistryError, components, lookup, register
+
+
+def test_every_registered_type_has_a_builder_and_a_described_schema() -> None:
+    found = components()
+    assert {c.kind for c in found} == set(KINDS)
+    for component in found:
+        assert callable(component.builder), f"{component.kind} {component.type} has no builder"
+        schema = component.schema()
+        assert schema["additionalProperties"] is False
+        assert component.description, f"{component.kind} {component.type} has no description"
+        for name, param in component.params.items():
+            assert param.get("description"), f"{component.kind} {component.type}.{name} has no description"
+            assert name in component.required or "default" in param, f"{component.type}.{name} has no default"
+
+
+def test_every_component_module_registers_something() -> None:
+    modules = {c.module for c in components()}
+    for package_name in KINDS.values():
+        package = importlib.import_module(package_name)
+        for info in pkgutil.iter_modules(package.__path__):
+            if not info.name.startswith("_"):
+                assert f"{package_name}.{info.name}" in modules, f"{package_name}.{info.name} registers no type"
+
+
+def test_unknown_type_names_the_fix() -> None:
+    with pytest.raises(RegistryError, match="make sure its module"):
+        lookup("network", "no_such_network")
+
+
+def test_duplicate_registration_raises() -> None:
+    existing: Component = lookup("network", "mlp")
+    with pytest.raises(RegistryError, match="registered twice"):
+        register("network", "mlp", params={}, description="again")(lambda params, context: None)
+    assert lookup("network", "mlp") is existing
