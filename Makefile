@@ -9,7 +9,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 HOROVOD_VERSION := 0.28.1
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod test test-fast test-multiprocess demo bench-validate schema docs lint clean
+.PHONY: install horovod test test-fast test-multiprocess demo bench bench-quick bench-validate schema docs lint clean
 
 install: $(STAMP)
 
@@ -62,6 +62,13 @@ demo: install $(DATA)/train.csv
 
 bench-validate: install
 	$(BIN)/python bench/validate_speed.py
+
+# dslrun against hand-written Keras fit / tf.function / Horovod loops (see docs/benchmarks.md).
+bench: install
+	$(BIN)/python bench/run.py --write-docs
+
+bench-quick: install
+	$(BIN)/python bench/run.py --quick
 
 # Regenerate the committed files that come from the component registry.
 schema: install

@@ -1,0 +1,221 @@
+"""One benchmark case in one process: train a ResNet-CIFAR for warm-up + timed steps.
+
+    python bench/cases.py --case dslrun|fit|loop|hvd_loop [--input synthetic|csv] ...
+
+Prints one JSON line (rank 0 only under horovodrun): images/s over the timed steps (all
+ranks together), seconds from `--launched-at` to the first finished step, and this
+process's peak resident memory. The references are what a user would write by hand,
+on the same network (built by dslrun's own `resnet_cifar` builder, so only the training
+machinery differs), the same data and the same thread settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--case", required=True, choices=["dslrun", "fit", "loop", "hvd_loop"])
+    parser.add_argument("--input", default="synthetic", choices=["synthetic", "csv"])
+    parser.add_argument("--data", default="", help="CSV+PNG directory for --input csv")
+    parser.add_argument("--depth", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=64, help="per process")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TensorFlow decides)")
+    parser.add_argument("--launched-at", type=float, default=0.0)
+    return parser.parse_args()
+
+
+class Clock:
+    """Marks the first step, the end of warm-up and the end of the timed steps."""
+
+    def __init__(self, warmup: int, launched_at: float) -> None:
+        self.warmup, self.launched_at = warmup, launched_at
+        self.first = self.start = self.end = 0.0
+
+    def step_done(self, step: int) -> None:
+        now = time.time()
+        if step == 1 or (not self.first and step >= 1):
+            self.first = now
+        if step == self.warmup:
+            self.start = now
+        self.end = now
+
+
+def report(args: argparse.Namespace, clock: Clock, world: int, rank: int, extra: dict | None = None) -> None:
+    if rank != 0:
+        return
+    seconds = clock.end - clock.start
+    print(json.dumps({
+        "case": args.case, "input": args.input, "world_size": world, "threads": args.threads,
+        "images_per_second": args.steps * args.batch * world / seconds,
+        "startup_seconds": clock.first - args.launched_at if args.launched_at else None,
+        "peak_rss_mb": peak_rss_mb(), **(extra or {}),
+    }), flush=True)
+
+
+# ------------------------------------------------------------------------------ dslrun
+PIPELINE = """\
+version: 1
+name: bench
+seed: 1
+inputter: {inputter}
+augmenter: {{type: {augmenter}}}
+network: {{type: resnet_cifar, depth: {depth}}}
+modeler:
+  type: image_classification
+  optimizer: {{type: momentum, learning_rate: 0.1, momentum: 0.9}}
+runner:
+  model_dir: {run}
+  workflow: [[train, 1]]
+  max_iters: {iters}
+  intra_op_threads: {threads}
+  lr_scaling: none
+"""
+
+
+def run_dslrun(args: argparse.Namespace) -> None:
+    from dsl.hooks import Hook
+    from dsl.pipeline import load_pipeline
+
+    if args.input == "csv":
+        inputter = (f"{{type: image_classification_csv, train: {args.data}/train.csv, num_classes: 10, "
+                    f"batch_size: {args.batch}, shuffle_buffer: 10000}}")
+        augmenter = "cifar"
+    else:
+        inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
+                    f"num_classes: 10, batch_size: {args.batch}}}")
+        augmenter = "none"
+    clock = Clock(args.warmup, args.launched_at)
+
+    class Timer(Hook):
+        priority = "HIGHEST"
+
+        def after_train_iter(self, runner: Any) -> None:
+            clock.step_done(runner.step)
+
+    with tempfile.TemporaryDirectory() as run:
+        path = Path(run) / "bench.yaml"
+        path.write_text(PIPELINE.format(inputter=inputter, augmenter=augmenter, depth=args.depth, run=run,
+                                        iters=args.warmup + args.steps, threads=args.threads or "null"))
+        from dsl.engine.launch import build_runner
+
+        runner = build_runner(load_pipeline(path), resume=False)
+        runner.hooks.append(Timer())
+        runner.run()
+        report(args, clock, runner.placement.world_size, runner.placement.rank,
+               {"retraces": dict(runner.traces)})
+
+
+# -------------------------------------------------------------------------- references
+def reference_model(args: argparse.Namespace) -> Any:
+    """The same ResNet as dslrun's (built by its builder), so only the machinery differs."""
+    from dsl.context import BuildContext
+    from dsl.registry import lookup
+
+    component = lookup("network", "resnet_cifar")
+    params = {"type": "resnet_cifar", "depth": args.depth}
+    params.update({k: v["default"] for k, v in component.params.items() if k not in params and "default" in v})
+    return component.builder(params, BuildContext(pipeline={}, image_shape=(32, 32, 3), num_classes=10))
+
+
+def reference_data(args: argparse.Namespace, shard: tuple[int, int] = (1, 0)) -> Any:
+    """What a user would write: random images in memory, tf.data, shuffled, batched, prefetched."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    images = rng.random((1024, 32, 32, 3), dtype=np.float32)
+    labels = rng.integers(0, 10, 1024).astype(np.int32)
+    data = tf.data.Dataset.from_tensor_slices((images, labels)).shard(*shard)
+    return data.repeat().shuffle(1024).batch(args.batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def run_fit(args: argparse.Namespace) -> None:
+    import tensorflow as tf
+
+    model = reference_model(args)
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    clock = Clock(args.warmup, args.launched_at)
+
+    class Timer(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            clock.step_done(batch + 1)
+
+    model.fit(reference_data(args), steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0,
+              callbacks=[Timer()])
+    report(args, clock, 1, 0)
+
+
+def run_loop(args: argparse.Namespace, hvd: Any = None) -> None:
+    """A careful hand-written tf.function loop; with `hvd`, Horovod's tensorflow2 example style."""
+    import tensorflow as tf
+
+    world, rank = (hvd.size(), hvd.rank()) if hvd else (1, 0)
+    model = reference_model(args)
+    optimizer = tf.keras.optimizers.SGD(0.1, momentum=0.9)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+
+    @tf.function
+    def train_step(images: tf.Tensor, labels: tf.Tensor, first: bool) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            loss = loss_fn(labels, logits)
+        if hvd:
+            tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        if hvd and first:
+            hvd.broadcast_variables(model.variables, root_rank=0)
+            hvd.broadcast_variables(optimizer.variables, root_rank=0)
+        accuracy.update_state(labels, logits)
+        return loss
+
+    clock = Clock(args.warmup, args.launched_at)
+    for step, (images, labels) in enumerate(reference_data(args, (world, rank)).take(args.warmup + args.steps)):
+        loss = train_step(images, labels, step == 0)
+        float(loss)  # a user prints or logs the loss; it also makes the timing honest
+        clock.step_done(step + 1)
+    report(args, clock, world, rank)
+
+
+def main() -> None:
+    args = parse()
+    import tensorflow as tf
+
+    if args.case != "dslrun" and args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    if args.case == "dslrun":
+        run_dslrun(args)
+    elif args.case == "fit":
+        run_fit(args)
+    elif args.case == "loop":
+        run_loop(args)
+    else:
+        import horovod.tensorflow as hvd
+
+        hvd.init()
+        run_loop(args, hvd)
+
+
+if __name__ == "__main__":
+    main()

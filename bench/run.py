@@ -1,0 +1,184 @@
+"""`make bench` / `make bench-quick`: dslrun against the code a user would write by hand.
+
+Every case runs in its own process (bench/cases.py); the cases of one comparison are
+interleaved repetition by repetition, so machine noise hits both sides alike, and each
+figure is reported as median (min–max). Results: bench-results/bench-<time>.json and a
+Markdown table on stdout; `--write-docs` also refreshes docs/benchmarks.md.
+
+    python bench/run.py [--quick] [--repeats N] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "3",
+       "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+HOROVODRUN = ["horovodrun", "-np", "2", "--gloo"]
+
+
+def run_case(args: list[str], ranks: int = 1) -> dict:
+    """One case as a subprocess; its JSON line (rank 0's under horovodrun)."""
+    command = [sys.executable, str(ROOT / "bench" / "cases.py"), *args, "--launched-at", str(time.time())]
+    if ranks > 1:
+        command = [*HOROVODRUN, *command]
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=900)
+    for line in result.stdout.splitlines():
+        line = line.split("<stdout>:", 1)[-1]
+        if line.startswith("{") and '"images_per_second"' in line:
+            return json.loads(line)
+    raise RuntimeError(f"case {args} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def interleaved(cases: dict[str, tuple[list[str], int]], repeats: int) -> dict[str, list[dict]]:
+    """Run every case once per repetition, in the same order each time."""
+    results: dict[str, list[dict]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, (args, ranks) in cases.items():
+            results[name].append(run_case(args, ranks))
+            print(f"  {name}: {results[name][-1]['images_per_second']:.1f} images/s", file=sys.stderr, flush=True)
+    return results
+
+
+def ratio(results: dict[str, list[dict]], a: str, b: str) -> dict:
+    """a/b per repetition (paired, since they ran side by side)."""
+    return summary([x["images_per_second"] / y["images_per_second"] for x, y in zip(results[a], results[b])])
+
+
+def validate_speed(repeats: int) -> dict:
+    from validate_speed import write_pipelines
+
+    with tempfile.TemporaryDirectory() as directory:
+        write_pipelines(Path(directory), 50)
+        validate, tf_import = [], []
+        for _ in range(repeats):
+            for times, command in ((validate, [str(BIN / "dslrun"), "validate", directory]),
+                                   (tf_import, [sys.executable, "-c", "import tensorflow"])):
+                start = time.perf_counter()
+                subprocess.run(command, capture_output=True, env=ENV, check=False)
+                times.append(time.perf_counter() - start)
+    return {"validate_50_files_seconds": summary(validate), "import_tensorflow_seconds": summary(tf_import)}
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = subprocess.run([sys.executable, "-c", "import tensorflow as tf, horovod; print(tf.__version__, horovod.__version__)"],
+                              capture_output=True, text=True, env=ENV).stdout.split()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "tensorflow": versions[0] if versions else None, "horovod": versions[1] if len(versions) > 1 else None,
+            "commit": commit}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few steps, one repetition (a couple of minutes)")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--write-docs", action="store_true", help="refresh docs/benchmarks.md")
+    args = parser.parse_args()
+    repeats = args.repeats or (1 if args.quick else 3)
+    steps = ["--warmup", "5", "--steps", "15"] if args.quick else ["--warmup", "10", "--steps", "60"]
+
+    data = Path(tempfile.mkdtemp(prefix="dslrun-bench-"))
+    subprocess.run([str(BIN / "dslrun"), "data", "synthetic", "--out", str(data), "--num-train", "2048",
+                    "--num-val", "64"], check=True, capture_output=True, env=ENV)
+    single = ["--batch", "64", *steps]
+    per_rank = ["--batch", "32", *steps]
+    print("P1/P3/P5: one process", file=sys.stderr)
+    p1 = interleaved({
+        "dslrun": (["--case", "dslrun", *single], 1),
+        "fit": (["--case", "fit", *single], 1),
+        "loop": (["--case", "loop", *single], 1),
+        "dslrun_csv": (["--case", "dslrun", "--input", "csv", "--data", str(data), *single], 1),
+    }, repeats)
+    print("P1b/P2: two ranks", file=sys.stderr)
+    p2 = interleaved({
+        "dslrun_np2": (["--case", "dslrun", *per_rank], 2),
+        "hvd_loop_np2": (["--case", "hvd_loop", *per_rank], 2),
+        "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1),
+    }, repeats)
+    results = {**p1, **p2}
+    figures = {
+        "P1 dslrun / fit": (ratio(results, "dslrun", "fit"), ">= 1.2"),
+        "P1 dslrun / custom loop": (ratio(results, "dslrun", "loop"), ">= 1.0"),
+        "P1b dslrun np2 / hand-written Horovod np2": (ratio(results, "dslrun_np2", "hvd_loop_np2"), ">= 1.1"),
+        "P2 dslrun np2 / one process, 2 threads": (ratio(results, "dslrun_np2", "dslrun_2threads"), ">= 0.95"),
+        "P3 CSV+PNG+cifar augmenter / synthetic": (ratio(results, "dslrun_csv", "dslrun"), ">= 0.97"),
+    }
+    speed = validate_speed(repeats if not args.quick else 3)
+    report = {
+        "machine": machine(), "quick": args.quick, "repeats": repeats,
+        "cases": {name: {"images_per_second": summary([r["images_per_second"] for r in runs]),
+                         "startup_seconds": summary([r["startup_seconds"] or 0.0 for r in runs]),
+                         "peak_rss_mb": summary([r["peak_rss_mb"] for r in runs])}
+                  for name, runs in results.items()},
+        "ratios": {name: {**value, "goal": goal} for name, (value, goal) in figures.items()},
+        **speed,
+    }
+    out = ROOT / "bench-results"
+    out.mkdir(exist_ok=True)
+    path = out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(report, indent=2))
+    table = markdown(report)
+    print(table)
+    print(f"\nwritten {path}", file=sys.stderr)
+    if args.write_docs:
+        write_docs(table, args.quick)
+
+
+def fmt(value: dict, digits: int = 2) -> str:
+    return f"{value['median']:.{digits}f} ({value['min']:.{digits}f}–{value['max']:.{digits}f})"
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, TensorFlow {m['tensorflow']}, "
+             f"Horovod {m['horovod']}, commit {m['commit']}; {'quick' if report['quick'] else 'full'} run, "
+             f"{report['repeats']} interleaved repetition(s); median (min–max).", "",
+             "| figure | measured | goal |", "|---|---|---|"]
+    for name, value in report["ratios"].items():
+        lines.append(f"| {name} | {fmt(value)} | {value['goal']} |")
+    lines.append(f"| P4 `dslrun validate` 50 files, s | {fmt(report['validate_50_files_seconds'])} | < 0.5 |")
+    lines.append(f"| P4 `import tensorflow`, s (for scale) | {fmt(report['import_tensorflow_seconds'])} | |")
+    lines += ["", "| case | images/s | start-up to first step, s | peak RSS per rank, MB |", "|---|---|---|---|"]
+    for name, case in report["cases"].items():
+        lines.append(f"| {name} | {fmt(case['images_per_second'], 1)} | {fmt(case['startup_seconds'], 1)} | "
+                     f"{fmt(case['peak_rss_mb'], 0)} |")
+    return "\n".join(lines)
+
+
+def write_docs(table: str, quick: bool) -> None:
+    path = ROOT / "docs" / "benchmarks.md"
+    text = path.read_text() if path.exists() else ""
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    block = f"{start}\n{table}\n{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text += "\n" + block + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
