@@ -57,6 +57,11 @@ class Backend:
         """An iterator over the dataset `dataset_fn()` builds for this process."""
         return iter(dataset_fn())
 
+    def trains(self) -> bool:
+        """Whether this process trains (and, on the chief, owns the run directory's
+        pipeline.yaml); an evaluator task only reads the checkpoints."""
+        return True
+
     def lr_scale(self) -> float:
         """Factor applied to the base learning rate (e.g. by world size); 1 here."""
         return 1.0
@@ -83,6 +88,11 @@ class Backend:
 
     def barrier(self) -> None:
         """Wait for every replica; nothing to wait for here."""
+
+    def run_task(self, runner: Any) -> int | None:
+        """The work of a task that does not train (a PS cluster's evaluator), returning its
+        exit status; None, the default, lets the runner train."""
+        return None
 
     def shutdown(self) -> None:
         """Release communication resources."""

@@ -10,6 +10,7 @@ import click
 
 from dsl import __version__
 from dsl.commands import COMMANDS
+from dsl.plugins import add_plugin_option
 
 
 class _DefaultRunGroup(click.Group):
@@ -28,4 +29,4 @@ def main() -> None:
 
 
 for _command in COMMANDS():
-    main.add_command(_command)
+    main.add_command(add_plugin_option(_command))

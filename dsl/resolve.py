@@ -89,6 +89,18 @@ def _load_extending(
             diagnostics.append(Diagnostic.at(where, _extends_path(names, index), f"extends cycle: {shown}"))
             complete = False
             continue
+        if base_path.suffix.lower() not in (".yaml", ".yml"):
+            # A pipeline only extends pipelines: never make dslrun read (and quote in its
+            # errors) some other file a hostile or mistaken `extends` names.
+            diagnostics.append(
+                Diagnostic.at(
+                    where,
+                    _extends_path(names, index),
+                    f"base file {name!r} is not a pipeline: extends names .yaml or .yml files only",
+                )
+            )
+            complete = False
+            continue
         if not base_path.is_file():
             what = "is a directory" if base_path.is_dir() else "not found"
             diagnostics.append(

@@ -114,6 +114,47 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         },
         "default": {},
     },
+    "ps": {
+        "description": "Parameter-server settings, used when the backend is ps.",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "mode": {
+                "description": (
+                    "cluster: a TensorFlow parameter-server cluster described by TF_CONFIG (start one on this "
+                    "machine with `dslrun launch --backend ps`); central_storage: one machine, variables on "
+                    "its CPU and the step replicated on its GPUs."
+                ),
+                "type": "string",
+                "enum": ["cluster", "central_storage"],
+                "default": "cluster",
+            },
+            "variable_partitioner": {
+                "description": (
+                    "Split large variables across the ps tasks (cluster mode); null keeps each variable "
+                    "whole on one ps task."
+                ),
+                "type": ["object", "null"],
+                "additionalProperties": False,
+                "properties": {
+                    "min_shard_bytes": {
+                        "description": "Smallest piece of a variable worth putting on its own ps task, in bytes.",
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 262144,
+                    },
+                    "max_shards": {
+                        "description": "Most pieces one variable is split into; null: the number of ps tasks.",
+                        "type": ["integer", "null"],
+                        "minimum": 1,
+                        "default": None,
+                    },
+                },
+                "default": None,
+            },
+        },
+        "default": {},
+    },
     "model_dir": {
         "description": (
             "Run directory: resolved pipeline, checkpoints, TensorBoard events, metrics. "

@@ -182,3 +182,17 @@ def test_set_values_are_not_substituted(tmp_path: Path) -> None:
     path = write(tmp_path, "p.yaml", BASE)
     tree = resolve(path, ["name=${X}"], environ={"X": "nope"})
     assert tree.value["name"] == "${X}"
+
+
+def test_extends_only_names_yaml_files(tmp_path) -> None:
+    from dsl.pipeline import check_pipeline
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password: hunter2\n")
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("version: 1\nextends: secret.txt\n")
+    resolved, diagnostics = check_pipeline(pipeline)
+    assert resolved is None
+    messages = [d.format_text() for d in diagnostics]
+    assert any("p.yaml:2:10: error: extends: base file 'secret.txt' is not a pipeline" in m for m in messages)
+    assert not any("hunter2" in m for m in messages)

@@ -1,8 +1,15 @@
-"""`dslrun eval FILE`: evaluate a checkpoint on the val (or test) data."""
+"""`dslrun eval FILE`: evaluate a checkpoint on the val (or test) data.
+
+`dslrun eval --watch FILE` evaluates every checkpoint a training run writes, once each, as
+they appear (see dsl.engine.watch). Evaluation always runs in this one process: a pipeline
+whose runner.backend is ps is evaluated on the local backend.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
+from typing import Any
 
 import click
 
@@ -14,18 +21,46 @@ from dsl.commands._common import load_or_exit, set_option, user_errors
 @set_option
 @click.option("--checkpoint", metavar="PATH", help="Checkpoint prefix or directory (default: the run directory's latest).")
 @click.option("--mode", type=click.Choice(["val", "test"]), default="val", show_default=True, help="Which data to evaluate on.")
+@click.option("--watch", is_flag=True, help="Evaluate each new checkpoint of the run directory once, until the run ends.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="With --watch: stop after this many seconds without a new checkpoint (default: wait for the run's end).")
 @user_errors
-def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode: str) -> None:
-    """Evaluate FILE's model on its val/test data; prints one JSON object."""
-    spec = load_or_exit(path, overrides)
-    from dsl.engine.launch import restored_runner
+def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode: str, watch: bool,
+            timeout: float | None) -> None:
+    """Evaluate FILE's model on its val/test data; prints one JSON object (one per checkpoint with --watch)."""
+    if watch and checkpoint:
+        raise click.UsageError("--watch evaluates the run directory's checkpoints as they appear; drop --checkpoint")
+    if timeout is not None and not watch:
+        raise click.UsageError("--timeout only applies to --watch")
+    spec = _single_process(load_or_exit(path, overrides))
     from dsl.errors import DslError
 
+    if watch:
+        from dsl.engine.launch import build_runner
+        from dsl.engine.watch import watch as watch_run
+
+        runner = build_runner(spec)
+        _require_data(runner, mode, DslError)
+        sys.exit(watch_run(runner, mode=mode, timeout=timeout))
+
+    from dsl.engine.launch import restored_runner
+
     runner = restored_runner(spec, checkpoint)
-    if not runner.inputter.has_source(mode):
-        raise DslError(f"the inputter has no {mode} data; set inputter.{mode}")
+    _require_data(runner, mode, DslError)
     values = runner.evaluate(mode)
     record = {"mode": mode, "checkpoint": runner.restored_from, "step": runner.step, "epoch": runner.epoch, **values}
     runner.log_metrics(f"eval_{mode}", {"checkpoint": runner.restored_from, **values})
     if runner.placement.is_chief:
         click.echo(json.dumps(record))
+
+
+def _single_process(spec: dict[str, Any]) -> dict[str, Any]:
+    """Evaluation needs no cluster: a ps pipeline's checkpoints are read on the local backend."""
+    if spec["runner"].get("backend") == "ps":
+        spec = {**spec, "runner": {**spec["runner"], "backend": "local"}}
+    return spec
+
+
+def _require_data(runner: Any, mode: str, error: type) -> None:
+    if not runner.inputter.has_source(mode):
+        raise error(f"the inputter has no {mode} data; set inputter.{mode}")

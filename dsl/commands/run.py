@@ -25,12 +25,13 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     from dsl.pipeline import dump_pipeline
 
     runner = build_runner(spec, resume=not no_resume, resume_from=resume_from)
-    if runner.placement.is_chief:
+    owner = runner.placement.is_chief and runner.backend.trains()
+    if owner:
         warning = write_pipeline(runner.model_dir, dump_pipeline(spec))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
     code = runner.run()
-    if runner.placement.is_chief and code == 0:
+    if owner and code == 0:
         click.echo(f"dslrun: run directory: {runner.model_dir}")
         finals = [record for record in runner.history if record["mode"] == "val"]
         if finals:

@@ -55,6 +55,9 @@ def configure_tensorflow(spec: dict[str, Any]) -> int:
     tf.keras.utils.set_random_seed(seed)
     if spec.get("deterministic"):
         tf.config.experimental.enable_op_determinism()
+        # Dropout then draws from a tf.random.Generator whose state the runner checkpoints
+        # (Keras' default stateful ops keep a hidden counter a restart resets): exact resume.
+        tf.keras.backend.experimental.enable_tf_random_generator()
     return int(seed)
 
 

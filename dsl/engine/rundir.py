@@ -57,11 +57,16 @@ class MetricsFile:
         self.format = fmt
         self.path = model_dir / f"metrics.{fmt}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repaired = False
 
     def write(self, record: dict[str, Any]) -> None:
         record = {"time": round(time.time(), 3), **record}
         if self.format == "jsonl":
-            # A single short append is atomic enough: a crash loses at most this line.
+            # An append of one line: a crash loses at most this line, and a torn line left by
+            # an earlier crash is cut off before the first append of this process.
+            if not self._repaired:
+                repair_torn_tail(self.path)
+                self._repaired = True
             with open(self.path, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record, sort_keys=False) + "\n")
                 handle.flush()
@@ -83,5 +88,38 @@ class MetricsFile:
             return []
         text = self.path.read_text(encoding="utf-8")
         if self.format == "jsonl":
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
+            return read_jsonl(text)
         return list(csv.DictReader(io.StringIO(text)))
+
+
+def read_jsonl(text: str) -> list[dict[str, Any]]:
+    """The records of a JSON-lines text; a torn last line (a crash mid-append) is left out."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                break  # the line a crash cut short; the next append removes it
+            raise
+    return records
+
+
+def repair_torn_tail(path: Path) -> bool:
+    """Cut a last line that has no newline (a crash mid-append) off `path`; True when it did."""
+    try:
+        with open(path, "rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return False
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return False
+            handle.seek(max(0, size - (1 << 20)))
+            tail = handle.read()
+            cut = tail.rfind(b"\n")
+            handle.truncate(size - len(tail) + cut + 1 if cut >= 0 else max(0, size - len(tail)))
+            return True
+    except FileNotFoundError:
+        return False

@@ -25,6 +25,7 @@ from backends.base import Backend
 from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.rundir import MetricsFile
+from dsl.engine.watch import clear_done, mark_done
 from dsl.errors import DslError
 
 
@@ -78,7 +79,9 @@ class Runner:
         self.step = 0
         self.epoch = 0
         self.data_position = 0
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **self._state)
+        self._generators = random_generators(self.model)
+        rng = {"rng": self._generators} if self._generators else {}
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **self._state, **rng)
         self.checkpoint_manager = tf.train.CheckpointManager(
             self.checkpoint, str(self.model_dir / "checkpoints"), max_to_keep=self._max_to_keep()
         )
@@ -160,6 +163,11 @@ class Runner:
     # ------------------------------------------------------------------------- the loop
     def run(self) -> int:
         """Train through the workflow; returns the process exit status."""
+        other_work = self.backend.run_task(self)
+        if other_work is not None:
+            return other_work
+        if self.placement.is_chief:
+            clear_done(self.model_dir)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.restore()
@@ -171,6 +179,8 @@ class Runner:
             self._call("after_run")
             if not self._signal:
                 self._check_replicas_agree()
+            if self.placement.is_chief and not self._signal and not self.failed:
+                mark_done(self.model_dir, self.step, self.checkpoint_manager.latest_checkpoint)
         except tf.errors.OpError as exc:
             raise _explain_op_error(exc, self) from None
         finally:
@@ -189,27 +199,63 @@ class Runner:
         return 1 if self.failed else 0
 
     def restore(self) -> None:
-        """Resume from `--resume-from`, else the run directory's latest checkpoint, else start fresh."""
-        path = self._checkpoint_to_restore()
-        if path:
-            status = self.checkpoint.restore(path)
-            try:
-                status.assert_existing_objects_matched()
-            except AssertionError as exc:
-                raise DslError(
-                    f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
-                    f"{str(exc).splitlines()[0]}; use --no-resume or another runner.model_dir"
-                ) from None
-            self.resumed = True
-            self.restored_from = path
+        """Resume from `--resume-from`, else the run directory's newest usable checkpoint, else start fresh.
+
+        A damaged newest checkpoint (truncated, garbled, a file missing) is reported and the
+        one before it is used; when none is usable the run stops instead of silently
+        starting over. A `--resume-from` checkpoint is used or refused, never replaced.
+        """
+        candidates, explicit = self._checkpoint_to_restore()
+        path = None
+        for candidate in candidates:
+            problem = self._restore_from(candidate)
+            if problem is None:
+                path = candidate
+                break
+            if explicit:
+                raise DslError(f"--resume-from {candidate}: the checkpoint cannot be read ({problem}); "
+                               "give another checkpoint, or --no-resume to start fresh")
+            self.notice(f"warning: checkpoint {candidate} cannot be read ({problem}); trying the one before it")
+        if candidates and path is None:
+            directory = self.model_dir / "checkpoints"
+            raise DslError(
+                f"no usable checkpoint in {directory}: all {len(candidates)} listed in its `checkpoint` file are "
+                "damaged or missing; move the directory aside and rerun to start fresh, or pass --resume-from PATH"
+            )
+        self.resumed = path is not None
+        self.restored_from = path
         # Every rank starts from the chief's weights and position (a restore may exist on one host only).
-        self.backend.broadcast(self.model.variables + self.optimizer.variables + list(self._state.values()))
+        generator_states = [generator.state for generator in self._generators]
+        self.backend.broadcast(self.model.variables + self.optimizer.variables + list(self._state.values())
+                               + generator_states)
         self.step = int(self._state["step"].numpy())
         self.epoch = int(self._state["epoch"].numpy())
         self.data_position = int(self._state["data_position"].numpy())
         self._last_saved_step = self.step if path else -1
         if path:
             self.notice(f"resumed from {path} at step {self.step} (epoch {self.epoch})")
+
+    def _restore_from(self, path: str) -> str | None:
+        """Load every variable from `path`; None on success, else why the files are unusable.
+
+        A checkpoint that reads fine but does not fit the pipeline is an error, not damage:
+        older checkpoints would not fit either. A read that fails half-way may have set some
+        variables; the next candidate sets every one of them again (each checkpoint holds
+        all training state), so nothing of the damaged one survives.
+        """
+        try:
+            status = self.checkpoint.restore(path)
+        except (tf.errors.OpError, ValueError, IndexError, KeyError, OSError) as exc:
+            # What TensorFlow's reader raises for missing, truncated and garbled files.
+            return f"{type(exc).__name__}: {_first_line(exc)}"
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as exc:
+            raise DslError(
+                f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
+                f"{str(exc).splitlines()[0]}; use --no-resume or another runner.model_dir"
+            ) from None
+        return None
 
     def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]:
         """One pass over `mode`'s data with the current weights; the values averaged across ranks."""
@@ -370,13 +416,18 @@ class Runner:
                 return int(params.get("max_to_keep", 5))
         return 5
 
-    def _checkpoint_to_restore(self) -> str | None:
+    def _checkpoint_to_restore(self) -> tuple[list[str], bool]:
+        """The checkpoints to try, newest first, and whether the user named the one to use."""
         if self._resume_from:
-            return resolve_checkpoint(self._resume_from, "--resume-from")
+            return [resolve_checkpoint(self._resume_from, "--resume-from")], True
         if not self._resume:
             self._set_aside_old_checkpoints()
-            return None
-        return self.checkpoint_manager.latest_checkpoint
+            return [], False
+        listed = list(self.checkpoint_manager.checkpoints)
+        latest = self.checkpoint_manager.latest_checkpoint
+        if latest and latest not in listed:
+            listed.append(latest)
+        return listed[::-1], False
 
     def _set_aside_old_checkpoints(self) -> None:
         """--no-resume: keep the old checkpoints (renamed) instead of mixing or deleting them."""
@@ -402,6 +453,20 @@ class Runner:
         signal.signal(signum, signal.SIG_DFL)
 
 
+def random_generators(model: Any) -> list[tf.random.Generator]:
+    """The `tf.random.Generator` of every layer that draws random numbers (dropout), in layer order.
+
+    Keras keeps them out of the model's checkpoint; the runner saves them itself, so that a
+    resumed deterministic run draws the same dropout masks as an uninterrupted one.
+    """
+    found = []
+    for layer in model.submodules:
+        generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
+        if isinstance(generator, tf.random.Generator):
+            found.append(generator)
+    return found
+
+
 def resolve_checkpoint(path: str, option: str) -> str:
     """A checkpoint prefix from a prefix or a directory; an error when there is none."""
     candidate = Path(path)
@@ -413,6 +478,12 @@ def resolve_checkpoint(path: str, option: str) -> str:
     if Path(f"{path}.index").exists():
         return path
     raise DslError(f"{option} {path}: no such checkpoint (expected a directory or a prefix with {path}.index)")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, without TensorFlow's op details."""
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return message.strip().splitlines()[0].split(" [Op:")[0]
 
 
 def _explain_op_error(exc: tf.errors.OpError, runner: Runner) -> DslError:

@@ -47,6 +47,14 @@ COMMON_PARAMS: dict[str, dict[str, Any]] = {
         "type": "boolean",
         "default": False,
     },
+    "skip_corrupt": {
+        "description": (
+            "Skip missing or undecodable images (counted and reported) instead of stopping the run with "
+            "an error naming the file; each skipped example is replaced by another of the same epoch."
+        ),
+        "type": "boolean",
+        "default": False,
+    },
     "num_parallel_calls": {
         "description": "Images decoded and augmented in parallel: autotune (TensorFlow decides) or a number.",
         "anyOf": [{"type": "string", "enum": ["autotune"]}, {"type": "integer", "minimum": 1}],

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -126,6 +127,7 @@ class BaseInputter:
             data = self._raw(mode).shard(num_shards, shard_index)
             data = self._shuffled(data, mode, num_shards, seed)
             data = data.map(self._decode, num_parallel_calls=calls)
+            data = self._skipping_corrupt(data, mode, num_shards, shard_index)
         if augment is not None:
             data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
         data = data.batch(self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
@@ -157,6 +159,19 @@ class BaseInputter:
         buffer = min(buffer, max(1, -(-self.num_examples(mode) // num_shards)))
         return data.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
 
+    def _skipping_corrupt(self, data: tf.data.Dataset, mode: str, num_shards: int, shard_index: int) -> tf.data.Dataset:
+        """With `skip_corrupt`, drop examples whose decoding fails, keeping the shard's length.
+
+        The gaps are filled from the start of the same (shuffled) order, so an epoch has as
+        many batches as without skipping: every rank runs the same number of steps, and the
+        val/test passes end where the runner expects them to.
+        """
+        if not self.params.get("skip_corrupt"):
+            return data
+        total = self.num_examples(mode)
+        shard_length = total // num_shards + (1 if shard_index < total % num_shards else 0)
+        return data.ignore_errors().repeat().take(shard_length)
+
     def _cached_decoded(self, mode: str, num_shards: int, shard_index: int) -> tf.data.Dataset:
         """Decoded examples of one shard, decoded once per process and kept in memory.
 
@@ -167,7 +182,8 @@ class BaseInputter:
         key = (mode, num_shards, shard_index)
         if key not in self._cached:
             calls = parallelism(self.params["num_parallel_calls"])
-            data = self._raw(mode).shard(num_shards, shard_index).map(self._decode, num_parallel_calls=calls).cache()
+            data = self._raw(mode).shard(num_shards, shard_index).map(self._decode, num_parallel_calls=calls)
+            data = self._skipping_corrupt(data, mode, num_shards, shard_index).cache()
             for _ in data.batch(256):
                 pass
             self._cached[key] = data
@@ -181,8 +197,37 @@ class FileListInputter(BaseInputter):
         self, params: dict[str, Any], listings: dict[str, Listing], image_shape: tuple[int, int, int], num_classes: int
     ) -> None:
         super().__init__(params, image_shape, num_classes)
+        self.skipped: dict[str, list[str]] = {}
+        if params.get("skip_corrupt"):
+            listings = {mode: self._without_unreadable(listing, mode) for mode, listing in listings.items()}
         self.listings = listings
         remember_listings(list(listings.values()))
+
+    def _without_unreadable(self, listing: Listing, mode: str) -> Listing:
+        """`listing` without the files that are missing or not images at all (checked by their first bytes).
+
+        Files that look like images but fail to decode (truncated) are dropped while
+        training instead; only these are counted up front, cheaply, one `stat` and 8 bytes each.
+        """
+        kept = Listing(listing.key, csv_files=[])
+        skipped: list[str] = []
+        csv_starts = dict(listing.csv_files)
+        for index, path in enumerate(listing.paths):
+            if index in csv_starts:
+                kept.start_csv(csv_starts[index])
+            problem = _header_problem(path)
+            if problem:
+                skipped.append(f"{path} ({listing.origin(index)}): {problem}")
+                continue
+            kept.add(path, listing.labels[index], listing.lines[index])
+        if skipped:
+            self.skipped[mode] = skipped
+            print(
+                f"dslrun: warning: {listing.key}: skip_corrupt skipped {len(skipped)} of {len(listing)} examples "
+                f"that are missing or not images; the first: {skipped[0]}",
+                file=sys.stderr, flush=True,
+            )
+        return kept
 
     def num_examples(self, mode: str) -> int:
         listing = self.listings.get(mode)
@@ -292,6 +337,20 @@ def _find_undecodable(message: str) -> str:
 
 
 _SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+
+
+def _header_problem(path: str) -> str | None:
+    """Why `path` is clearly not an image (missing, empty, wrong signature), or None."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not head:
+        return "the file is empty"
+    if not head.startswith(_SIGNATURES):
+        return "not a PNG or JPEG file"
+    return None
 
 
 def _image_problem(path: str) -> str | None:

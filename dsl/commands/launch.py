@@ -1,0 +1,272 @@
+"""`dslrun launch --backend ps --workers N --ps M FILE`: a whole parameter-server cluster here.
+
+One process per task (chief, workers, ps, optionally an evaluator), each running the same
+`python -m dsl run FILE` with its own TF_CONFIG on free loopback ports. Their output is
+streamed with a task prefix (`[chief] ...`, `[worker:0] ...`).
+
+Tear-down, so that no process outlives the launcher:
+- the chief's exit ends the job (workers and ps serve forever otherwise); its status is the
+  launcher's; the evaluator gets `--evaluator-timeout` seconds to evaluate the last checkpoint;
+- any other task exiting first is a failure: the job stops, naming that task;
+- SIGTERM/SIGINT to the launcher: the chief gets SIGTERM (it saves a checkpoint), then
+  every task is terminated, and killed after `--grace-seconds`;
+- each task runs in its own process group and is started with PR_SET_PDEATHSIG, so the
+  kernel kills it even when the launcher itself is killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Sequence
+
+import click
+
+from dsl.commands._common import echo_err, load_or_exit, set_option
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class Task:
+    """One process of the cluster."""
+
+    role: str
+    index: int
+    command: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen | None = None
+    reader: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return "chief" if self.role == "chief" else f"{self.role}:{self.index}"
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free TCP ports on `host` (all bound at once, so no two are equal)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def cluster_spec(workers: int, ps: int, host: str = "127.0.0.1") -> dict[str, list[str]]:
+    """Loopback addresses for a chief, `workers` workers and `ps` parameter servers."""
+    ports = iter(free_ports(1 + workers + ps, host))
+    return {
+        "chief": [f"{host}:{next(ports)}"],
+        "worker": [f"{host}:{next(ports)}" for _ in range(workers)],
+        "ps": [f"{host}:{next(ports)}" for _ in range(ps)],
+    }
+
+
+def plan_tasks(path: str, overrides: Sequence[str], cluster: dict[str, list[str]], evaluator: bool) -> list[Task]:
+    """The command and environment of every task; the evaluator is not part of the cluster spec."""
+    command = [sys.executable, "-m", "dsl", "run", path]
+    for override in (*overrides, "runner.backend=ps", "runner.ps.mode=cluster"):
+        command += ["--set", override]
+    roles = [("chief", 0)] + [("worker", i) for i in range(len(cluster["worker"]))]
+    roles += [("ps", i) for i in range(len(cluster["ps"]))] + ([("evaluator", 0)] if evaluator else [])
+    tasks = []
+    for role, index in roles:
+        config = {"cluster": cluster, "task": {"type": role, "index": index}}
+        env = {**os.environ, "TF_CONFIG": json.dumps(config), "PYTHONUNBUFFERED": "1"}
+        tasks.append(Task(role, index, list(command), env))
+    return tasks
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL this task when the launcher dies, however it dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux: process groups still apply
+        pass
+
+
+class Cluster:
+    """Starts the tasks, streams their output, and stops them all."""
+
+    def __init__(self, tasks: list[Task], grace_seconds: float, out: IO[str] | None = None) -> None:
+        self.tasks = tasks
+        self.grace_seconds = grace_seconds
+        self.out = out or sys.stdout
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        for task in self.tasks:
+            task.process = subprocess.Popen(
+                task.command, env=task.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
+            )
+            task.reader = threading.Thread(target=self._stream, args=(task,), daemon=True)
+            task.reader.start()
+
+    def _stream(self, task: Task) -> None:
+        assert task.process is not None and task.process.stdout is not None
+        prefix = f"[{task.label}] "
+        for raw in iter(task.process.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._lock:
+                self.out.write(prefix + line + "\n")
+                self.out.flush()
+
+    def say(self, message: str) -> None:
+        with self._lock:
+            echo_err(f"dslrun launch: {message}")
+
+    def task(self, role: str) -> Task | None:
+        return next((task for task in self.tasks if task.role == role), None)
+
+    def first_failure(self) -> Task | None:
+        """A task other than the chief that ended (workers and ps never end on their own)."""
+        for task in self.tasks:
+            if task.role == "chief" or task.process is None:
+                continue
+            code = task.process.poll()
+            if code is not None and not (task.role == "evaluator" and code == 0):
+                return task
+        return None
+
+    def signal_task(self, task: Task, signum: int) -> None:
+        if task.process is not None and task.process.poll() is None:
+            try:
+                os.killpg(task.process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, tasks: list[Task], seconds: float) -> bool:
+        """Wait up to `seconds` for `tasks` to end; True when they all did."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if all(task.process is None or task.process.poll() is not None for task in tasks):
+                return True
+            time.sleep(0.1)
+        return all(task.process is None or task.process.poll() is not None for task in tasks)
+
+    def stop(self, tasks: list[Task] | None = None) -> None:
+        """SIGTERM each task's process group, SIGKILL what is left after the grace period, reap."""
+        tasks = self.tasks if tasks is None else tasks
+        for task in tasks:
+            self.signal_task(task, signal.SIGTERM)
+        if not self.wait(tasks, self.grace_seconds):
+            for task in tasks:
+                if task.process is not None and task.process.poll() is None:
+                    self.say(f"{task.label} did not stop within {self.grace_seconds:g} s; killing it")
+                self.signal_task(task, signal.SIGKILL)
+        for task in tasks:
+            if task.process is not None:
+                # The group may hold more than the task itself: make sure nothing of it is left.
+                try:
+                    os.killpg(task.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                task.process.wait()
+        for task in tasks:
+            if task.reader is not None:
+                task.reader.join(timeout=2)
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def run_cluster(cluster: Cluster, evaluator_timeout: float, poll_seconds: float = 0.2) -> int:
+    """Supervise a started cluster until the chief ends or something fails; returns the exit status."""
+    chief = cluster.task("chief")
+    assert chief is not None and chief.process is not None
+    while True:
+        code = chief.process.poll()
+        if code is not None:
+            return _after_chief(cluster, code, evaluator_timeout)
+        failed = cluster.first_failure()
+        if failed is not None:
+            status = failed.process.returncode if failed.process else 1
+            cluster.say(f"task {failed.label} exited with status {status} before the chief finished; "
+                        "stopping the cluster (run the same command again to resume from the last checkpoint)")
+            cluster.stop()
+            return status if status and status > 0 else 1
+        time.sleep(poll_seconds)
+
+
+def _after_chief(cluster: Cluster, code: int, evaluator_timeout: float) -> int:
+    evaluator = cluster.task("evaluator")
+    servers = [task for task in cluster.tasks if task.role in ("worker", "ps")]
+    cluster.stop(servers)
+    if evaluator is not None:
+        if code == 0 and not cluster.wait([evaluator], evaluator_timeout):
+            cluster.say(f"the evaluator did not finish within {evaluator_timeout:g} s of the chief; stopping it")
+        cluster.stop([evaluator])
+    if code != 0:
+        cluster.say(f"the chief exited with status {code}")
+    return code if code >= 0 else 128 - code
+
+
+@click.command("launch")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@set_option
+@click.option("--backend", type=click.Choice(["ps"]), default="ps", show_default=True,
+              help="The cluster to start: ps (TensorFlow parameter servers).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Number of worker tasks.")
+@click.option("--ps", "num_ps", type=click.IntRange(min=1), default=1, show_default=True, help="Number of ps tasks.")
+@click.option("--evaluator", is_flag=True, help="Also start an evaluator task that evaluates every checkpoint once.")
+@click.option("--grace-seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="How long tasks may take to stop after SIGTERM before they are killed.")
+@click.option("--evaluator-timeout", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              help="How long the evaluator may still run after the chief finished.")
+def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, num_ps: int, evaluator: bool,
+            grace_seconds: float, evaluator_timeout: float) -> None:
+    """Start a local parameter-server cluster that trains FILE; every task's output is prefixed with its name."""
+    spec = load_or_exit(path, (*overrides, "runner.backend=ps", "runner.ps.mode=cluster"))
+    model_dir = spec["runner"].get("model_dir")
+    if model_dir:
+        from dsl.engine.watch import clear_done
+
+        clear_done(Path(model_dir))  # a finished earlier run's marker would stop the evaluator at once
+    cluster = Cluster(plan_tasks(path, overrides, cluster_spec(workers, num_ps), evaluator), grace_seconds)
+    sys.exit(_supervise(cluster, evaluator_timeout))
+
+
+def _supervise(cluster: Cluster, evaluator_timeout: float) -> int:
+    """Run the cluster with SIGTERM/SIGINT turned into an orderly stop."""
+
+    def interrupted(signum: int, frame: Any) -> None:
+        raise _Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        cluster.start()
+        cluster.say(" ".join(f"{t.label}={t.process.pid}" for t in cluster.tasks if t.process))
+        return run_cluster(cluster, evaluator_timeout)
+    except _Interrupted as exc:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)  # finish the tear-down even when signalled again
+        cluster.say(f"interrupted by {exc}: stopping the chief (it saves a checkpoint), then every task")
+        chief = cluster.task("chief")
+        if chief is not None:
+            cluster.stop([chief])
+        cluster.stop()
+        return 128 + exc.signum
+    finally:
+        if any(task.process is not None and task.process.poll() is None for task in cluster.tasks):
+            cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
