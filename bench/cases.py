@@ -39,6 +39,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TensorFlow decides)")
+    parser.add_argument("--inter", type=int, default=0, help="inter-op threads (0: dslrun's default)")
     parser.add_argument("--launched-at", type=float, default=0.0)
     return parser.parse_args()
 
@@ -87,6 +88,7 @@ runner:
   workflow: [[train, 1]]
   max_iters: {iters}
   intra_op_threads: {threads}
+  inter_op_threads: {inter}
   lr_scaling: none
 """
 
@@ -114,7 +116,8 @@ def run_dslrun(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as run:
         path = Path(run) / "bench.yaml"
         path.write_text(PIPELINE.format(inputter=inputter, augmenter=augmenter, depth=args.depth, run=run,
-                                        iters=args.warmup + args.steps, threads=args.threads or "null"))
+                                        iters=args.warmup + args.steps, threads=args.threads or "null",
+                                        inter=args.inter or "null"))
         from dsl.engine.launch import build_runner
 
         runner = build_runner(load_pipeline(path), resume=False)
