@@ -7,17 +7,14 @@ eval records and of checkpoints must agree, and a restarted watcher evaluates no
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dsl.engine.watch import clear_done, mark_done, read_done
 
-DSLRUN = [sys.executable, "-m", "dsl"]
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+from e2e_support import DSLRUN, ENV
 
 PIPELINE = """\
 version: 1

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,8 +18,7 @@ import pytest
 
 from dsl.commands.launch import cluster_spec, free_ports, plan_tasks
 
-DSLRUN = [sys.executable, "-m", "dsl"]
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+from e2e_support import DSLRUN, ENV
 
 PIPELINE = """\
 version: 1

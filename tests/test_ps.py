@@ -6,9 +6,7 @@ The cluster mode is exercised end to end (variables on the ps task) in test_laun
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,7 @@ from backends.ps import ParameterServerBackend, read_tf_config
 from backends.select import select_backend
 from dsl.errors import DslError
 
-DSLRUN = [sys.executable, "-m", "dsl"]
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+from e2e_support import DSLRUN, ENV
 CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"], "ps": ["127.0.0.1:4"]}
 
 PIPELINE = """\

@@ -7,11 +7,9 @@ kills in the middle of checkpoint writes. Every run is a real `python -m dsl` pr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,8 +19,7 @@ import yaml
 
 pytestmark = pytest.mark.slow
 
-DSLRUN = [sys.executable, "-m", "dsl"]
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+from e2e_support import DSLRUN, ENV, dslrun
 
 # Deterministic, with dropout and seeded augmentation: everything that could make a resumed run differ.
 PIPELINE = """\
@@ -51,12 +48,6 @@ runner:
   max_epochs: {epochs}
 """
 
-
-def dslrun(*args: str, check: bool = True, timeout: int = 180) -> subprocess.CompletedProcess:
-    result = subprocess.run([*DSLRUN, *args], capture_output=True, text=True, env=ENV, timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"dslrun {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="module")

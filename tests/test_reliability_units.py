@@ -5,7 +5,6 @@ the user says so, and a pipeline can neither run code nor blow up the loader.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from click.testing import CliRunner
 
 from dsl.engine.rundir import MetricsFile, atomic_write_text, read_jsonl, repair_torn_tail
 
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+from e2e_support import ENV
 
 PLUGIN = '''\
 """A third-party component: a network type dslrun does not ship."""

@@ -7,7 +7,6 @@ around a minute on two cores.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,8 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-DSLRUN = [sys.executable, "-m", "dsl"]
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+from e2e_support import DSLRUN, ENV, dslrun
 
 PIPELINE = """\
 version: 1
@@ -49,12 +47,6 @@ runner:
   steps_per_call: 2
 """
 
-
-def dslrun(*args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run([*DSLRUN, *args], capture_output=True, text=True, env=ENV, timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"dslrun {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="module")
