@@ -9,6 +9,13 @@ from pathlib import Path
 
 DSLRUN = [sys.executable, "-m", "dsl"]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+# For horovodrun/mpirun: the venv's launchers on PATH, and OpenMPI allowed to run as root.
+MULTIRANK_ENV = {
+    **ENV,
+    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+}
 
 
 def dslrun(*args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:

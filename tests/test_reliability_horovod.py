@@ -16,15 +16,7 @@ import pytest
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
-BIN = Path(sys.executable).parent
-ENV = {
-    **os.environ,
-    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    "TF_CPP_MIN_LOG_LEVEL": "3",
-    "PYTHONUNBUFFERED": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-}
+from e2e_support import MULTIRANK_ENV as ENV
 HOROVODRUN = ["horovodrun", "-np", "2", "--gloo", "dslrun"]
 
 PIPELINE = """\

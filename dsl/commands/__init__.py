@@ -11,14 +11,5 @@ _MODULES = ("validate", "show", "schema", "list", "run", "launch", "eval", "pred
 
 
 def COMMANDS() -> list[click.Command]:  # noqa: N802 - a constant-like accessor
-    """The click commands of every subcommand module that exists."""
-    found = []
-    for name in _MODULES:
-        try:
-            module = importlib.import_module(f"dsl.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"dsl.commands.{name}":
-                raise
-            continue
-        found.append(module.command)
-    return found
+    """The click command of every subcommand module, in `--help` order."""
+    return [importlib.import_module(f"dsl.commands.{name}").command for name in _MODULES]
