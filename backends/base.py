@@ -89,6 +89,15 @@ class Backend:
     def barrier(self) -> None:
         """Wait for every replica; nothing to wait for here."""
 
+    def run_training(self, runner: Any, train: Callable[[], None]) -> None:
+        """Run `train` (the runner's workflow from its current position) once.
+
+        An elastic backend runs it again after ranks leave or join; see backends.horovod.
+        """
+        if self.runner_params.get("elastic") is not None:
+            runner.notice(f"runner.elastic has no effect on the {self.name} backend: the ranks are fixed")
+        train()
+
     def run_task(self, runner: Any) -> int | None:
         """The work of a task that does not train (a PS cluster's evaluator), returning its
         exit status; None, the default, lets the runner train."""

@@ -28,6 +28,16 @@ _KNOBS = {
 }
 
 
+def _elastic_settings(runner_params: dict[str, Any]) -> dict[str, Any] | None:
+    """runner.elastic (its defaults when null) under an elastic horovodrun; None otherwise."""
+    if os.environ.get("HOROVOD_ELASTIC") != "1":
+        return None
+    from dsl.sections import RUNNER_PARAMS
+
+    defaults = {key: prop["default"] for key, prop in RUNNER_PARAMS["elastic"]["properties"].items()}
+    return {**defaults, **(runner_params.get("elastic") or {})}
+
+
 def _started_by_plain_mpirun() -> bool:
     """mpirun without horovodrun: Horovod must be handed MPI.COMM_WORLD through mpi4py."""
     return "OMPI_COMM_WORLD_SIZE" in os.environ and "HOROVOD_RANK" not in os.environ and "PMI_SIZE" not in os.environ
@@ -42,6 +52,8 @@ class HorovodBackend(Backend):
         super().__init__(runner_params)
         self.settings: dict[str, Any] = dict(self.runner_params.get("horovod") or {})
         self.hvd: Any = None
+        # runner.elastic's settings when horovodrun started an elastic job, else None.
+        self.elastic: dict[str, Any] | None = None
 
     def setup(self) -> None:
         for key, (variable, convert) in _KNOBS.items():
@@ -63,7 +75,26 @@ class HorovodBackend(Backend):
             hvd.init()
         self.hvd = hvd
         self.placement = Placement(rank=hvd.rank(), world_size=hvd.size(), local_rank=hvd.local_rank())
+        self.elastic = _elastic_settings(self.runner_params)
         self._configure_devices()
+
+    def refresh_placement(self) -> None:
+        """Read rank and size again after an elastic reset; the one Placement object is shared
+        with the runner and the build context, so everyone sees the new values."""
+        self.placement.rank = self.hvd.rank()
+        self.placement.world_size = self.hvd.size()
+        self.placement.local_rank = self.hvd.local_rank()
+
+    def run_training(self, runner: Any, train: Any) -> None:
+        if self.elastic is None:
+            if self.runner_params.get("elastic") is not None:
+                runner.notice("runner.elastic is set, but horovodrun was started without --host-discovery-script: "
+                              "the ranks are fixed (a lost rank ends the job)")
+            train()
+            return
+        from backends._elastic import run_elastic
+
+        run_elastic(self, runner, train)
 
     def _configure_devices(self) -> None:
         """One GPU per local rank; on CPUs, split the cores between the ranks of this host."""
@@ -99,6 +130,11 @@ class HorovodBackend(Backend):
         )
 
     def broadcast(self, variables: list[Any]) -> None:
+        if self.elastic is not None:
+            # An elastic job must not communicate before hvd.elastic.run: a rank joining later
+            # would meet the others inside their state sync. That sync broadcasts rank 0's
+            # variables to every rank, restored ones included.
+            return
         self.hvd.broadcast_variables(variables, root_rank=0)
 
     def reduce_metrics(self, values: dict[str, float]) -> dict[str, float]:

@@ -190,6 +190,31 @@ def check_lr_schedule(tree: dict[str, Any], sources: SourceMap) -> list[Diagnost
     return found
 
 
+def check_elastic(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """runner.elastic: a worker range that can hold, on a backend that can change size."""
+    runner = tree.get("runner", {})
+    elastic = runner.get("elastic")
+    if not isinstance(elastic, dict):
+        return []
+    found = []
+    backend = runner.get("backend", "auto")
+    if backend in ("local", "ps"):
+        path: JsonPath = ("runner", "elastic")
+        found.append(Diagnostic.at(
+            sources.locate(path, key=True), path,
+            f"runner.elastic needs Horovod, but runner.backend is {backend} "
+            f"({_line(sources, ('runner', 'backend'))}); set runner.backend: horovod or auto, or remove runner.elastic",
+        ))
+    low, high = elastic.get("min_workers", 1), elastic.get("max_workers")
+    if isinstance(high, int) and isinstance(low, int) and high < low:
+        path = ("runner", "elastic", "max_workers")
+        found.append(Diagnostic.at(
+            sources.locate(path), path,
+            f"max_workers {high} is below min_workers {low} ({_line(sources, ('runner', 'elastic', 'min_workers'))})",
+        ))
+    return found
+
+
 def _component(kind: str, type_name: Any) -> registry.Component | None:
     if not isinstance(type_name, str):
         return None
@@ -206,4 +231,5 @@ CHECKS: list[Check] = [
     check_shared_facts,
     check_unique_callbacks,
     check_lr_schedule,
+    check_elastic,
 ]

@@ -114,6 +114,41 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         },
         "default": {},
     },
+    "elastic": {
+        "description": (
+            "Horovod elastic training: ranks may leave (a lost host) and join (the discovery script "
+            "lists it again) while the job goes on. Used when started by `horovodrun --min-np N "
+            "--max-np M --host-discovery-script SCRIPT` (Gloo); null keeps the defaults below there "
+            "and has no effect elsewhere."
+        ),
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "properties": {
+            "min_workers": {
+                "description": "Fewest ranks worth training with; below it the run stops (match horovodrun --min-np).",
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+            },
+            "max_workers": {
+                "description": "Most ranks the run may grow to (match horovodrun --max-np); null: no limit.",
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "default": None,
+            },
+            "commit_every_n_steps": {
+                "description": (
+                    "Keep a copy of the training state in memory every N train steps: a lost rank "
+                    "costs at most N steps, and ranks join at these points. Rounded up to a whole "
+                    "runner.steps_per_call."
+                ),
+                "type": "integer",
+                "minimum": 1,
+                "default": 20,
+            },
+        },
+        "default": None,
+    },
     "ps": {
         "description": "Parameter-server settings, used when the backend is ps.",
         "type": "object",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,30 @@ def synthetic_data(out: Path, num_train: int, num_val: int, image_size: int, num
     dslrun("data", "synthetic", "--out", str(out), "--num-train", str(num_train), "--num-val", str(num_val),
            "--num-classes", str(num_classes), "--image-size", str(image_size))
     return out
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL a launcher started with start_new_session=True and everything it started."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def descendants(root: int) -> list[int]:
+    """PIDs of every process below `root` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found

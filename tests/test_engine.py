@@ -100,3 +100,26 @@ def test_metrics_are_reset_each_phase(tmp_path: Path) -> None:
     train = [h for h in runner.history if h["mode"] == "train"]
     assert len(train) == 2 and all(0.0 <= h["accuracy"] <= 1.0 for h in train)
     assert runner.metrics["train"]["loss"].count.numpy() == 5  # the second epoch's steps only
+
+
+def test_entering_a_larger_world_reshards_and_shifts_the_schedule(tmp_path: Path) -> None:
+    from dsl.engine.resize import ShiftedSchedule
+
+    runner = make_runner(tmp_path, limit="max_epochs: 1")
+    assert runner.run() == 0 and runner.step == 5  # one rank: 80 / 16 = 5 steps per epoch
+    # A second rank joined (Horovod elastic): 80 / 2 / 16 = 2 steps per epoch of 32 examples.
+    runner.placement.world_size = 2
+    runner.enter_world(step=7, epoch=1, epoch_examples=32)
+    assert (runner.steps_per_epoch, runner.global_batch_size) == (2, 32)
+    assert (runner.step, runner.epoch, runner.data_position) == (7, 1, 1)
+    assert runner.context.steps_per_epoch == 2
+    # Epoch 1 + 1 step at 2 steps per epoch is step 3 of the new world; the optimizer counted 5.
+    schedule = runner.optimizer._learning_rate  # Keras keeps the schedule here (learning_rate is its value)
+    assert isinstance(schedule, ShiftedSchedule) and schedule.offset == 3 - 5
+    assert runner.position() == {"step": 7, "epoch": 1, "epoch_examples": 32}
+
+
+def test_elastic_settings_do_nothing_on_one_process(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    runner = make_runner(tmp_path, limit="max_epochs: 1\n  elastic: {min_workers: 1}")
+    assert runner.run() == 0
+    assert "runner.elastic has no effect on the local backend" in capsys.readouterr().err

@@ -21,6 +21,8 @@ import pytest
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 from e2e_support import MULTIRANK_ENV as ENV
+from e2e_support import descendants, kill_group
+
 LAUNCHERS = {
     "gloo": ["horovodrun", "-np", "2", "--gloo"],
     "mpi": ["horovodrun", "-np", "2", "--mpi"],
@@ -71,16 +73,8 @@ def launch(command: list[str], timeout: int = 240) -> subprocess.CompletedProces
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     finally:
-        _kill_group(process)
+        kill_group(process)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +151,7 @@ def test_a_killed_rank_ends_the_job_quickly_naming_it(tmp_path: Path, data: Path
         output, _ = process.communicate(timeout=90)
         took = time.monotonic() - killed_at
     finally:
-        _kill_group(process)
+        kill_group(process)
     assert process.returncode != 0
     assert took < 60, f"the job took {took:.0f} s to end after rank 1 died"
     assert "Process name: 1" in output and "Exit code: 137" in output
@@ -169,7 +163,7 @@ def _wait_for_rank(process: subprocess.Popen, rank: int, checkpoints: Path) -> i
     while time.monotonic() < deadline:
         assert process.poll() is None, "the job ended before a rank could be killed"
         if list(checkpoints.glob("ckpt-*.index")):
-            for pid in _descendants(process.pid):
+            for pid in descendants(process.pid):
                 try:
                     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -179,20 +173,3 @@ def _wait_for_rank(process: subprocess.Popen, rank: int, checkpoints: Path) -> i
                     return pid
         time.sleep(0.5)
     raise AssertionError("no rank process found in time")
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, queue = [], [root]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
-    return found

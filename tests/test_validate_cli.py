@@ -264,6 +264,10 @@ def test_format_github(tmp_path: Path) -> None:
          "modeler.lr_schedule.boundaries[1]: boundaries must be strictly increasing: 5 follows 5"),
         ("    momentum: 0.9", "    momentum: 0.9\n  lr_schedule: {type: piecewise, boundaries: [2, 5], values: [1, 0.1]}",
          "modeler.lr_schedule.values: a piecewise schedule needs one value per interval: 2 boundaries make 3"),
+        ("max_epochs: 2", "max_epochs: 2\n  elastic: {min_workers: 3, max_workers: 2}",
+         "runner.elastic.max_workers: max_workers 2 is below min_workers 3"),
+        ("max_epochs: 2", "max_epochs: 2\n  backend: ps\n  elastic: {}",
+         "runner.elastic: runner.elastic needs Horovod, but runner.backend is ps"),
     ],
 )
 def test_semantic_checks(tmp_path: Path, old: str, new: str, expected: str) -> None:

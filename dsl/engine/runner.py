@@ -23,10 +23,13 @@ import tensorflow as tf
 
 from backends.base import Backend
 from dsl.engine.compiler import CompiledPipeline, use_jit
+from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
 from dsl.engine.phases import Phase, plan_phases
+from dsl.engine.resize import ShiftedSchedule, batches_done, schedule_offset
 from dsl.engine.rundir import MetricsFile
 from dsl.engine.watch import clear_done, mark_done
 from dsl.errors import DslError
+from dsl.hooks import Hook, sort_hooks
 
 
 class Runner:
@@ -90,6 +93,9 @@ class Runner:
         self._iterator: Iterator | None = None
         self._graph_args: tuple | None = None
         self._last_saved_step = -1
+        self._world_built = self.placement.world_size
+        self._rebuilt_for_world = False
+        self._writers_for_chief = self.placement.is_chief
 
         self.mode = "train"
         self.inner_step = 0
@@ -160,6 +166,57 @@ class Runner:
         if self.placement.is_chief:
             print(f"dslrun: {message}", file=sys.stderr, flush=True)
 
+    def add_hook(self, hook: Hook) -> None:
+        """Add a hook of dslrun's own (a backend's), keeping the calling order by priority."""
+        self.hooks = sort_hooks([*self.hooks, hook])
+
+    def state_variables(self) -> list[tf.Variable]:
+        """Every variable a restart must restore: model, optimizer (slots, step count), RNG."""
+        return (list(self.model.variables) + list(self.optimizer.variables)
+                + [generator.state for generator in self._generators])
+
+    def position(self) -> dict[str, int]:
+        """Where training stands, in units that survive a change of the number of ranks."""
+        return {"step": self.step, "epoch": self.epoch, "epoch_examples": self.data_position * self.global_batch_size}
+
+    def enter_world(self, step: int, epoch: int, epoch_examples: int) -> None:
+        """Continue from `position()` values with the ranks there are now (Horovod elastic).
+
+        With another number of ranks the global batch, the steps per epoch and the learning-
+        rate scale change: the data is sharded anew, the schedule rebuilt (shifted so an
+        epoch-based run keeps its progress through it) and the step functions traced again.
+        """
+        world = self.placement.world_size
+        if world != self._world_built:
+            self._world_built = world
+            self.global_batch_size = self.batch_size * world
+            self.steps_per_epoch = count_steps_per_epoch(
+                self.inputter.num_examples("train"), self.batch_size, world,
+                self.pipeline["inputter"].get("drop_remainder", True),
+            )
+            self.context.steps_per_epoch = self.steps_per_epoch
+            self._check_data()
+            self._rebuilt_for_world = True
+        self.step, self.epoch = step, epoch
+        self.data_position = batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch)
+        self._iterator = None
+        if self._rebuilt_for_world:
+            self._rebuilt_for_world = False
+            offset = schedule_offset(self.by_epoch, epoch, self.data_position, self.steps_per_epoch,
+                                     int(self.optimizer.iterations.numpy()))
+            schedule = self.modeler.learning_rate(self.steps_per_epoch, self.backend.lr_scale())
+            self.optimizer.learning_rate = ShiftedSchedule(schedule, offset) if offset else schedule
+            self._train_call = self.backend.make_train_call(self)
+            self._eval_call = self.backend.make_eval_call(self)
+            self._graph_args = None
+        if self.placement.is_chief and self.metrics_file is None:
+            self.metrics_file = MetricsFile(self.model_dir, self.pipeline["runner"]["metrics_format"])
+        if self.placement.is_chief != self._writers_for_chief:
+            for writer in self._writers.values():
+                writer.flush()
+            self._writers = {}
+            self._writers_for_chief = self.placement.is_chief
+
     # ------------------------------------------------------------------------- the loop
     def run(self) -> int:
         """Train through the workflow; returns the process exit status."""
@@ -172,13 +229,7 @@ class Runner:
         try:
             self.restore()
             self._call("before_run")
-            for phase in plan_phases(self.workflow, self.max_epochs or self.max_iters, self.by_epoch):
-                if self.should_stop:
-                    break
-                self._run_phase(phase)
-            self._call("after_run")
-            if not self._signal:
-                self._check_replicas_agree()
+            self.backend.run_training(self, self._train_workflow)
             if self.placement.is_chief and not self._signal and not self.failed:
                 mark_done(self.model_dir, self.step, self.checkpoint_manager.latest_checkpoint)
         except tf.errors.OpError as exc:
@@ -271,6 +322,16 @@ class Runner:
         return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()})
 
     # ------------------------------------------------------------------------ internals
+    def _train_workflow(self) -> None:
+        """The workflow from the current position to the end; run again after an elastic reset."""
+        for phase in plan_phases(self.workflow, self.max_epochs or self.max_iters, self.by_epoch):
+            if self.should_stop:
+                break
+            self._run_phase(phase)
+        self._call("after_run")
+        if not self._signal:
+            self._check_replicas_agree()
+
     def _run_phase(self, phase: Phase) -> None:
         if phase.mode == "val":
             if phase.start == self._units_done():

@@ -1,0 +1,148 @@
+"""Horovod elastic: the runner's workflow survives ranks that leave and ranks that join.
+
+Under `horovodrun --min-np N --max-np M --host-discovery-script SCRIPT` (Gloo), Horovod sets
+HOROVOD_ELASTIC=1 and the workflow runs inside `hvd.elastic.run`:
+
+- every `runner.elastic.commit_every_n_steps` train steps the state (model, optimizer,
+  RNG, position) is committed to host memory, and Horovod checks whether hosts were added;
+- when a rank fails, the collective in flight raises on the survivors: they roll back to
+  the last commit, Horovod re-forms the ring from the ranks left, and training goes on;
+- when the discovery script lists a new host, its rank starts, and at the next commit
+  every rank resets to the larger world;
+- after every reset rank 0's committed state is broadcast to all ranks (new ones
+  included) and the runner adapts to the world: shards, steps per epoch, learning rate.
+
+Imports Horovod and TensorFlow: import it only from HorovodBackend.run_training.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+from horovod.common.elastic import ObjectState
+from horovod.common.exceptions import HorovodInternalError
+
+from dsl.errors import DslError
+from dsl.hooks import Hook
+
+
+class TrainingState(ObjectState):
+    """The runner's variables and position, as Horovod's elastic state.
+
+    Horovod's TensorFlowKerasState calls `optimizer.variables()`, which Keras 2.11+
+    optimizers no longer have, and its TensorFlowState does not broadcast in eager mode; so
+    this state keeps numpy copies of the variables itself and broadcasts them on sync. The
+    position travels as ObjectState attributes (step, epoch, epoch_examples).
+    """
+
+    def __init__(self, runner: Any, hvd: Any) -> None:
+        self._runner = runner
+        self._hvd = hvd
+        self._variables = runner.state_variables()
+        self._values = self._copy()
+        super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, **runner.position())
+
+    def capture(self) -> None:
+        """Take the runner's current position (before a commit)."""
+        for key, value in self._runner.position().items():
+            setattr(self, key, value)
+
+    def save(self) -> None:
+        self._values = self._copy()
+        super().save()
+
+    def restore(self) -> None:
+        for variable, value in zip(self._variables, self._values):
+            variable.assign(value)
+        super().restore()
+
+    def sync(self) -> None:
+        self._hvd.broadcast_variables(self._variables, root_rank=0)
+        self._values = self._copy()
+        super().sync()
+
+    def _copy(self) -> list[np.ndarray]:
+        return [np.array(variable.numpy(), copy=True) for variable in self._variables]
+
+
+class Commit(Hook):
+    """Commits the elastic state every N train steps (after every other hook of the call)."""
+
+    priority = 101  # after LOWEST (100): the commit is the last thing a call does
+
+    def __init__(self, state: TrainingState, every: int) -> None:
+        super().__init__({"type": "elastic_commit"})
+        self.state = state
+        self.every = every
+        self.next_step = every
+
+    def restart(self, step: int) -> None:
+        self.next_step = (step // self.every + 1) * self.every
+
+    def after_train_iter(self, runner: Any) -> None:
+        if runner.step >= self.next_step:
+            self.state.capture()
+            self.state.commit()  # raises HostsUpdatedInterrupt when hosts were added or removed
+            self.restart(runner.step)
+
+
+class _NotHorovod(Exception):
+    """Carries a TensorFlow error past hvd.elastic.run, which would swallow an UnknownError."""
+
+    def __init__(self, error: tf.errors.OpError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def run_elastic(backend: Any, runner: Any, train: Callable[[], None]) -> None:
+    """Run `train` under hvd.elastic.run until it finishes with the ranks there are then."""
+    hvd = backend.hvd
+    settings = backend.elastic
+    state = TrainingState(runner, hvd)
+    commit = Commit(state, int(settings["commit_every_n_steps"]))
+    runner.add_hook(commit)
+    resets = [0]
+
+    def on_reset() -> None:
+        resets[0] += 1
+        backend.refresh_placement()
+
+    state.register_reset_callbacks([on_reset])
+
+    @hvd.elastic.run
+    def elastic_train(state: TrainingState) -> None:
+        runner.enter_world(state.step, state.epoch, state.epoch_examples)
+        commit.restart(runner.step)
+        _check_world(runner, settings, resets[0])
+        try:
+            train()
+        except tf.errors.OpError as exc:
+            if "Horovod" in (exc.message or ""):
+                raise HorovodInternalError(exc) from exc
+            raise _NotHorovod(exc) from exc
+
+    try:
+        elastic_train(state)
+    except _NotHorovod as wrapped:
+        raise wrapped.error from None
+
+
+def _check_world(runner: Any, settings: dict[str, Any], resets: int) -> None:
+    """Say how many ranks train now; stop (saving the committed state) outside the set range."""
+    size = runner.placement.world_size
+    low, high = settings["min_workers"], settings["max_workers"]
+    if resets:
+        runner.notice(f"elastic: the ranks changed; continuing from the commit at step {runner.step} "
+                      f"with {size} rank(s)")
+    else:
+        runner.notice(f"elastic: training with {size} rank(s), committing every {settings['commit_every_n_steps']} steps")
+    if size < low or (high is not None and size > high):
+        where = runner.save_checkpoint()
+        wanted = f"{low}..{high}" if high is not None else f"at least {low}"
+        raise DslError(
+            f"elastic: {size} rank(s) now, but runner.elastic wants {wanted}; stopping"
+            + (f" (the committed state is saved in {where})" if where else "")
+            + "; give horovodrun --min-np/--max-np the same range as runner.elastic"
+        )

@@ -1,0 +1,49 @@
+"""Continuing a run with another number of ranks (Horovod elastic).
+
+When ranks leave or join, the global batch changes, and with it the steps per epoch and
+the learning-rate scale. The position inside an epoch is therefore kept as a count of
+examples, and the schedule is rebuilt for the new world and shifted so that an
+epoch-based run continues at the same point of it instead of replaying or skipping decays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+
+class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """`schedule(step + offset)`: the optimizer's step count mapped onto another world's steps."""
+
+    def __init__(self, schedule: Any, offset: int) -> None:
+        super().__init__()
+        self.schedule = schedule
+        self.offset = int(offset)
+
+    def __call__(self, step: Any) -> Any:
+        return self.schedule(tf.cast(step, tf.int64) + self.offset)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"schedule": tf.keras.optimizers.schedules.serialize(self.schedule), "offset": self.offset}
+
+
+def batches_done(epoch_examples: int, global_batch_size: int, steps_per_epoch: int) -> int:
+    """Batches of the current epoch already trained, in the new world's batches.
+
+    Rounds down (a partly trained batch is trained again) and never reaches the end of the
+    epoch, so a resized run always has at least one step of the epoch left to take.
+    """
+    return max(0, min(epoch_examples // global_batch_size, steps_per_epoch - 1))
+
+
+def schedule_offset(by_epoch: bool, epoch: int, position: int, steps_per_epoch: int, iterations: int) -> int:
+    """Steps to add to the optimizer's count so an epoch-based schedule sees the same progress.
+
+    In an epoch-based run the schedule's boundaries were converted with the steps per epoch
+    of the world that built it; after a resize the same epoch is reached after another
+    number of steps. An iteration-based run counts steps whatever the world, so no shift.
+    """
+    if not by_epoch:
+        return 0
+    return epoch * steps_per_epoch + position - iterations

@@ -1,0 +1,151 @@
+"""Horovod elastic with real ranks: a rank is killed mid-run, the survivor goes on, the host comes back.
+
+horovodrun (Gloo) runs two ranks on this machine under two host names — `$(hostname)` and
+`127.0.0.1` — because Horovod blacklists every slot of a host whose rank failed. The
+discovery script prints both; after `--blacklist-cooldown-range` the killed host is listed
+again and a new rank joins at the next commit. Every launcher runs in its own process group,
+killed at the end, so no rank outlives its test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_support import MULTIRANK_ENV as ENV
+from e2e_support import descendants, kill_group, synthetic_data
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+PIPELINE = """\
+version: 1
+name: elastic
+seed: 3
+inputter:
+  type: image_classification_csv
+  train: {data}/train.csv
+  val: {data}/eval.csv
+  num_classes: 4
+  image_shape: [16, 16, 3]
+  batch_size: 16
+augmenter: {{type: none}}
+network: {{type: simple_cnn, filters: [8, 16], dense_units: 32}}
+modeler:
+  type: image_classification
+  optimizer: {{type: momentum, learning_rate: 0.05, momentum: 0.9}}
+callbacks:
+  - {{type: train_basic}}
+  - {{type: checkpoint, every_n_epochs: 5}}
+runner:
+  model_dir: {run}
+  workflow: [[train, 1]]
+  max_epochs: {epochs}
+  elastic: {{min_workers: {min_workers}, max_workers: 2, commit_every_n_steps: 4}}
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_data(tmp_path_factory.mktemp("elastic") / "synthetic", 512, 64, 16)
+
+
+def elastic_job(tmp_path: Path, data: Path, epochs: int, min_workers: int = 1) -> tuple[list[str], Path]:
+    """The horovodrun command of an elastic two-host job, and its run directory."""
+    (tmp_path / "hosts.txt").write_text(f"{socket.gethostname()}:1\n127.0.0.1:1\n")
+    script = tmp_path / "discover-hosts.sh"
+    script.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts.txt'}\n")
+    script.chmod(0o755)
+    run = tmp_path / "run"
+    path = tmp_path / "elastic.yaml"
+    path.write_text(PIPELINE.format(data=data, run=run, epochs=epochs, min_workers=min_workers))
+    command = ["horovodrun", "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo", "--network-interfaces", "lo",
+               "--host-discovery-script", str(script), "--blacklist-cooldown-range", "3", "4",
+               "dslrun", str(path)]
+    return command, run
+
+
+def train_records(run: Path) -> list[dict]:
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if '"mode": "train"' in line]
+
+
+def kill_rank_once_training(process: subprocess.Popen, run: Path, rank: int, after_epochs: int) -> int:
+    """SIGKILL the rank's dslrun process once `after_epochs` epochs are recorded; the last step seen."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the job ended before a rank could be killed"
+        records = train_records(run)
+        if len(records) >= after_epochs:
+            for pid in descendants(process.pid):
+                try:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if f"HOROVOD_RANK={rank}".encode() in environ and b"dslrun" in cmdline and b"python" in cmdline:
+                    os.kill(pid, signal.SIGKILL)
+                    return records[-1]["step"]
+        time.sleep(0.2)
+    raise AssertionError("no rank process found in time")
+
+
+def run_and_kill(command: list[str], run: Path, after_epochs: int) -> tuple[int, str, int]:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+                               start_new_session=True)
+    try:
+        last_step = kill_rank_once_training(process, run, rank=1, after_epochs=after_epochs)
+        output, _ = process.communicate(timeout=300)
+    finally:
+        kill_group(process)
+    return process.returncode, output, last_step
+
+
+def test_a_killed_rank_is_survived_and_its_host_rejoins(tmp_path: Path, data: Path) -> None:
+    epochs = 50
+    command, run = elastic_job(tmp_path, data, epochs)
+    code, output, last_step = run_and_kill(command, run, after_epochs=3)
+    assert code == 0, output
+
+    resets = [(int(step), int(ranks)) for step, ranks in
+              re.findall(r"continuing from the commit at step (\d+) with (\d+) rank\(s\)", output)]
+    assert len(resets) >= 2, output
+    (lost_at, survivors), (rejoined_at, grown) = resets[0], resets[-1]
+    assert survivors == 1 and grown == 2, resets
+    # Nothing committed is lost: the survivor resumes at or after the last step seen before the kill.
+    assert lost_at >= last_step, (lost_at, last_step)
+    assert rejoined_at >= lost_at
+
+    assert f"(epoch {epochs})" in output  # the run reached its last epoch
+    assert "identical on all 2 ranks" in output  # and ended with two ranks holding the same weights
+
+    records = train_records(run)
+    assert [r["epoch"] for r in records] == sorted(r["epoch"] for r in records)
+    assert records[-1]["epoch"] == epochs
+    # The learning rate follows the world: linear scaling, 2 x 0.05 with two ranks, 0.05 with one.
+    alone = [r for r in records if lost_at < r["step"] <= rejoined_at]
+    assert alone and all(r["learning_rate"] == pytest.approx(0.05) for r in alone), alone
+    assert records[-1]["learning_rate"] == pytest.approx(0.1)
+
+
+def test_fewer_ranks_than_min_workers_stops_with_the_committed_state_saved(tmp_path: Path, data: Path) -> None:
+    command, run = elastic_job(tmp_path, data, epochs=500, min_workers=2)
+    code, output, last_step = run_and_kill(command, run, after_epochs=2)
+    assert code != 0
+    match = re.search(r"elastic: 1 rank\(s\) now, but runner\.elastic wants 2\.\.2; stopping "
+                      r"\(the committed state is saved in (\S+)\)", output)
+    assert match, output
+    saved = int(match.group(1).rsplit("-", 1)[1])
+    assert saved >= last_step
+    assert Path(f"{match.group(1)}.index").exists()
+    # No rank printed a traceback (horovodrun itself reports a failed job with one).
+    assert not re.search(r"^\[\d+\]<std(out|err)>:Traceback", output, re.MULTILINE), output
