@@ -247,11 +247,29 @@ def test_corrupt_image_names_file_and_csv_line(tmp_path: Path, corrupt_csv: Path
 def test_skip_corrupt_skips_counts_and_keeps_the_epoch_length(tmp_path: Path, corrupt_csv: Path) -> None:
     pipeline = write_pipeline(tmp_path, corrupt_csv, every=1000, epochs=2)
     result = dslrun(str(pipeline), "--set", "inputter.skip_corrupt=true")
-    assert "skip_corrupt skipped 2 of 99 examples" in result.stderr
+    assert "skip_corrupt skipped 3 of 99 examples that are missing, not images or truncated" in result.stderr
     assert "missing.png" in result.stderr and f"{corrupt_csv} line 2" in result.stderr
     records = [json.loads(line) for line in (tmp_path / "run-p" / "metrics.jsonl").read_text().splitlines()]
-    # 97 listed examples // 8 = 12 steps an epoch, the truncated PNG dropped while training.
-    assert [(r["epoch"], r["step"]) for r in records if r["mode"] == "train"] == [(1, 12), (2, 24)]
+    # 96 usable examples // 8 = 12 steps an epoch; the count of skipped ones is in every train record.
+    assert [(r["epoch"], r["step"], r["skipped_examples"]) for r in records if r["mode"] == "train"] == [
+        (1, 12, 3), (2, 24, 3)]
+
+
+def test_damaged_inside_is_dropped_while_training(tmp_path: Path, data: Path) -> None:
+    """A PNG with intact header and end marker but garbage inside passes the up-front check;
+    training drops it when it fails to decode and keeps the epoch length."""
+    first = sorted((data / "train").glob("*.png"))[0].read_bytes()
+    damaged = tmp_path / "damaged.png"
+    damaged.write_bytes(first[:33] + bytes(200) + first[-12:])
+    rows = [line.replace("train/", f"{data}/train/") for line in (data / "train.csv").read_text().splitlines()[1:]]
+    csv = tmp_path / "train.csv"
+    csv.write_text("\n".join(["path,label", f"{damaged},1", *rows]) + "\n")
+    pipeline = write_pipeline(tmp_path, csv, every=1000, epochs=1)
+    result = dslrun(str(pipeline), "--set", "inputter.skip_corrupt=true")
+    assert "skip_corrupt skipped" not in result.stderr
+    records = [json.loads(line) for line in (tmp_path / "run-p" / "metrics.jsonl").read_text().splitlines()]
+    # 97 listed // 8 = 12 steps: the damaged file's place is filled from the same epoch's order.
+    assert [(r["step"], r["skipped_examples"]) for r in records if r["mode"] == "train"] == [(12, 0)]
 
 
 # ---------------------------------------------------------------------------------------- atomic writes

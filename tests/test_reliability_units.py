@@ -182,3 +182,23 @@ def test_unsafe_yaml_is_refused_from_the_cli(tmp_path: Path, text: str, expected
         assert f"{pipeline}:" in result.output and expected in result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
     assert not marker.exists()
+
+
+def test_up_front_check_finds_images_cut_short(tmp_path: Path) -> None:
+    import io
+
+    from PIL import Image
+
+    from dsl.inputters._pipeline import _header_problem
+
+    for fmt, suffix in (("PNG", "png"), ("JPEG", "jpg")):
+        buffer = io.BytesIO()
+        Image.new("RGB", (16, 16), (10, 200, 30)).save(buffer, format=fmt)
+        whole = buffer.getvalue()
+        good, cut, padded = (tmp_path / f"{name}.{suffix}" for name in ("good", "cut", "padded"))
+        good.write_bytes(whole)
+        cut.write_bytes(whole[: len(whole) // 2])
+        padded.write_bytes(whole + bytes(100))  # some writers pad after the end marker
+        assert _header_problem(str(good)) is None
+        assert _header_problem(str(padded)) is None
+        assert _header_problem(str(cut)).startswith("truncated"), fmt

@@ -414,8 +414,19 @@ class Runner:
 
     def _finish_phase(self, mode: str, values: dict[str, float], seconds: float) -> None:
         self.phase_outputs = self.backend.reduce_metrics(values) if mode == "train" else values
+        skipped = self._skipped_examples(mode)
+        if skipped is not None:
+            self.phase_outputs["skipped_examples"] = skipped
         self.history.append({"mode": mode, "epoch": self.epoch, "step": self.step, **self.phase_outputs})
         self.log_metrics(mode, {**self.phase_outputs, "seconds": round(seconds, 3)})
+
+    def _skipped_examples(self, mode: str) -> int | None:
+        """Examples of `mode` that `inputter.skip_corrupt` left out (for the metrics file);
+        None when skipping is off or the inputter cannot count them up front."""
+        skipped = getattr(self.inputter, "skipped", None)
+        if not self.pipeline["inputter"].get("skip_corrupt") or skipped is None:
+            return None
+        return len(skipped.get(mode, []))
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""

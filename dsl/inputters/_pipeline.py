@@ -204,10 +204,11 @@ class FileListInputter(BaseInputter):
         remember_listings(list(listings.values()))
 
     def _without_unreadable(self, listing: Listing, mode: str) -> Listing:
-        """`listing` without the files that are missing or not images at all (checked by their first bytes).
+        """`listing` without the files that are missing, not images, or cut short.
 
-        Files that look like images but fail to decode (truncated) are dropped while
-        training instead; only these are counted up front, cheaply, one `stat` and 8 bytes each.
+        Checked by their first bytes and their end marker (one open and two small reads
+        each), so they are counted up front. Files that pass and still fail to decode
+        (damaged inside) are dropped while training instead, uncounted.
         """
         kept = Listing(listing.key, csv_files=[])
         skipped: list[str] = []
@@ -224,7 +225,7 @@ class FileListInputter(BaseInputter):
             self.skipped[mode] = skipped
             print(
                 f"dslrun: warning: {listing.key}: skip_corrupt skipped {len(skipped)} of {len(listing)} examples "
-                f"that are missing or not images; the first: {skipped[0]}",
+                f"that are missing, not images or truncated; the first: {skipped[0]}",
                 file=sys.stderr, flush=True,
             )
         return kept
@@ -339,17 +340,33 @@ def _find_undecodable(message: str) -> str:
 _SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
 
 
+# The marker each format's last chunk carries; a file cut short (an interrupted download or
+# copy) lacks it. Looked for in the last KiB, since some writers pad after it.
+_ENDINGS = {b"\x89PNG\r\n\x1a\n": b"IEND", b"\xff\xd8\xff": b"\xff\xd9"}
+_TAIL_BYTES = 1024
+
+
 def _header_problem(path: str) -> str | None:
-    """Why `path` is clearly not an image (missing, empty, wrong signature), or None."""
+    """Why `path` is clearly not a usable image (missing, empty, wrong signature, cut short), or None.
+
+    Reads the first 8 bytes and the last KiB only: cheap enough to run on every listed file
+    when the inputter is built, so these files are counted and reported before training.
+    """
     try:
         with open(path, "rb") as handle:
             head = handle.read(8)
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - _TAIL_BYTES))
+            tail = handle.read()
     except OSError as exc:
         return exc.strerror or str(exc)
     if not head:
         return "the file is empty"
     if not head.startswith(_SIGNATURES):
         return "not a PNG or JPEG file"
+    for signature, ending in _ENDINGS.items():
+        if head.startswith(signature) and ending not in tail:
+            return f"truncated (no end marker in its {size} bytes)"
     return None
 
 
