@@ -40,6 +40,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TensorFlow decides)")
     parser.add_argument("--inter", type=int, default=0, help="inter-op threads (0: dslrun's default)")
+    parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"],
+                        help="runner.precision of the dslrun case")
     parser.add_argument("--launched-at", type=float, default=0.0)
     return parser.parse_args()
 
@@ -66,6 +68,7 @@ def report(args: argparse.Namespace, clock: Clock, world: int, rank: int, extra:
     seconds = clock.end - clock.start
     print(json.dumps({
         "case": args.case, "input": args.input, "world_size": world, "threads": args.threads,
+        "precision": args.precision,
         "images_per_second": args.steps * args.batch * world / seconds,
         "startup_seconds": clock.first - args.launched_at if args.launched_at else None,
         "peak_rss_mb": peak_rss_mb(), **(extra or {}),
@@ -90,6 +93,7 @@ runner:
   intra_op_threads: {threads}
   inter_op_threads: {inter}
   lr_scaling: none
+  precision: {precision}
 """
 
 
@@ -117,7 +121,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
         path = Path(run) / "bench.yaml"
         path.write_text(PIPELINE.format(inputter=inputter, augmenter=augmenter, depth=args.depth, run=run,
                                         iters=args.warmup + args.steps, threads=args.threads or "null",
-                                        inter=args.inter or "null"))
+                                        inter=args.inter or "null", precision=args.precision))
         from dsl.engine.launch import build_runner
 
         runner = build_runner(load_pipeline(path), resume=False)

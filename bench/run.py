@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help="refresh docs/benchmarks.md")
     args = parser.parse_args()
     repeats = args.repeats or (1 if args.quick else 3)
-    steps = ["--warmup", "5", "--steps", "15"] if args.quick else ["--warmup", "10", "--steps", "60"]
+    steps = ["--warmup", "5", "--steps", "15"] if args.quick else ["--warmup", "10", "--steps", "50"]
 
     data = Path(tempfile.mkdtemp(prefix="dslrun-bench-"))
     subprocess.run([str(BIN / "dslrun"), "data", "synthetic", "--out", str(data), "--num-train", "2048",
@@ -111,6 +111,7 @@ def main() -> None:
         "fit": (["--case", "fit", *single], 1),
         "loop": (["--case", "loop", *single], 1),
         "dslrun_csv": (["--case", "dslrun", "--input", "csv", "--data", str(data), *single], 1),
+        "dslrun_bf16": (["--case", "dslrun", "--precision", "mixed_bfloat16", *single], 1),
     }, repeats)
     print("P1b/P2: two ranks", file=sys.stderr)
     p2 = interleaved({
@@ -122,6 +123,8 @@ def main() -> None:
     figures = {
         "P1 dslrun / fit": (ratio(results, "dslrun", "fit"), ">= 1.2"),
         "P1 dslrun / custom loop": (ratio(results, "dslrun", "loop"), ">= 1.0"),
+        "P1 dslrun, precision: mixed_bfloat16 (opt-in) / fit (float32)": (ratio(results, "dslrun_bf16", "fit"),
+                                                                          ">= 1.2"),
         "P1b dslrun np2 / hand-written Horovod np2": (ratio(results, "dslrun_np2", "hvd_loop_np2"), ">= 1.1"),
         "P2 dslrun np2 / one process, 2 threads": (ratio(results, "dslrun_np2", "dslrun_2threads"), ">= 0.95"),
         "P3 CSV+PNG+cifar augmenter / synthetic": (ratio(results, "dslrun_csv", "dslrun"), ">= 0.97"),

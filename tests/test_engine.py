@@ -123,3 +123,24 @@ def test_elastic_settings_do_nothing_on_one_process(tmp_path: Path, capsys: pyte
     runner = make_runner(tmp_path, limit="max_epochs: 1\n  elastic: {min_workers: 1}")
     assert runner.run() == 0
     assert "runner.elastic has no effect on the local backend" in capsys.readouterr().err
+
+
+def test_mixed_bfloat16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path: Path) -> None:
+    import math
+
+    import tensorflow as tf
+
+    (tmp_path / "bf16").mkdir()
+    (tmp_path / "fp32").mkdir()
+    runner = make_runner(tmp_path / "bf16", limit="max_epochs: 2\n  precision: mixed_bfloat16")
+    hidden = [layer for layer in runner.model.layers if isinstance(layer, tf.keras.layers.Dense)]
+    assert hidden[0].compute_dtype == "bfloat16"
+    assert hidden[-1].compute_dtype == "float32"  # the logits layer: the loss sees float32
+    assert all(variable.dtype == tf.float32 for variable in runner.model.variables)
+    assert runner.run() == 0
+    losses = [record["loss"] for record in runner.history if record["mode"] == "train"]
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+    # The Keras policy is process-wide: the next float32 pipeline is float32 again.
+    again = make_runner(tmp_path / "fp32", limit="max_epochs: 1")
+    assert all(layer.compute_dtype == "float32" for layer in again.model.layers
+               if isinstance(layer, tf.keras.layers.Dense))

@@ -36,7 +36,7 @@ class CompiledPipeline:
 
 
 def configure_tensorflow(spec: dict[str, Any]) -> int:
-    """Threads, determinism and seeds — before any op exists. Returns the seed used.
+    """Threads, precision, determinism and seeds — before any op exists. Returns the seed used.
 
     A pipeline without a seed gets a random one, so that data order and augmentation are
     still derived from one number (logged, and usable to reproduce the run).
@@ -49,6 +49,8 @@ def configure_tensorflow(spec: dict[str, Any]) -> int:
         tf.config.threading.set_intra_op_parallelism_threads(runner["intra_op_threads"])
     if runner.get("inter_op_threads"):
         tf.config.threading.set_inter_op_parallelism_threads(runner["inter_op_threads"])
+    # Process-wide in Keras: set it every time, so a float32 pipeline after a bf16 one is float32.
+    tf.keras.mixed_precision.set_global_policy(runner.get("precision", "float32"))
     seed = spec.get("seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31 - 1)
