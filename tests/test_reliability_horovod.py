@@ -4,8 +4,6 @@ ends with the same bits as one never interrupted. Run alone with `pytest -m mult
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ import pytest
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 from e2e_support import MULTIRANK_ENV as ENV
+from e2e_support import kill_group
 HOROVODRUN = ["horovodrun", "-np", "2", "--gloo", "dslrun"]
 
 PIPELINE = """\
@@ -66,14 +65,6 @@ def finish(process: subprocess.Popen, timeout: int = 240) -> str:
         kill_group(process)
     assert process.returncode == 0, output[-3000:]
     return output
-
-
-def kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
 
 
 def arrays(prefix: Path) -> dict[str, np.ndarray]:

@@ -94,7 +94,6 @@ class Runner:
         self._graph_args: tuple | None = None
         self._last_saved_step = -1
         self._world_built = self.placement.world_size
-        self._rebuilt_for_world = False
         self._writers_for_chief = self.placement.is_chief
 
         self.mode = "train"
@@ -187,7 +186,8 @@ class Runner:
         epoch-based run keeps its progress through it) and the step functions traced again.
         """
         world = self.placement.world_size
-        if world != self._world_built:
+        resized = world != self._world_built
+        if resized:
             self._world_built = world
             self.global_batch_size = self.batch_size * world
             self.steps_per_epoch = count_steps_per_epoch(
@@ -196,12 +196,10 @@ class Runner:
             )
             self.context.steps_per_epoch = self.steps_per_epoch
             self._check_data()
-            self._rebuilt_for_world = True
         self.step, self.epoch = step, epoch
         self.data_position = batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch)
         self._iterator = None
-        if self._rebuilt_for_world:
-            self._rebuilt_for_world = False
+        if resized:
             offset = schedule_offset(self.by_epoch, epoch, self.data_position, self.steps_per_epoch,
                                      int(self.optimizer.iterations.numpy()))
             schedule = self.modeler.learning_rate(self.steps_per_epoch, self.backend.lr_scale())
