@@ -162,7 +162,8 @@ def main() -> None:
 WHY_MISSED = {
     "P1 dslrun / fit": "fit ties the tight custom loop: a step is ~270 ms of convolutions, the loop adds ~1 ms",
     "P2 dslrun np2 / one process, 2 threads": "Gloo + coordination threads take ~15 % of each rank's only core",
-    "P3 CSV+PNG+cifar augmenter / synthetic": "repetitions spread more than the distance to the goal",
+    "P3 CSV+PNG+cifar augmenter / synthetic": ("host noise: wall-clock ratios spread 0.78-1.53; CPU s per step "
+                                               "are equal (0.52 CSV vs 0.53 synthetic)"),
 }
 
 
