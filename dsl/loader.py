@@ -60,6 +60,7 @@ _PURE_LOADER = _with_exponent_floats(yaml.SafeLoader)
 _LOADER = _with_exponent_floats(yaml.CSafeLoader) if hasattr(yaml, "CSafeLoader") else _PURE_LOADER
 _CORE = "tag:yaml.org,2002:"
 _SAFE = SafeConstructor()
+_TOO_MANY = f"the document expands to more than {MAX_VALUES} values (aliases of aliases?); a pipeline is much smaller"
 
 
 class LoadError(Exception):
@@ -161,6 +162,7 @@ def parse_text(text: str, file: str, line_base: int = 0, col_base: int = 0) -> D
         return Document(None, SourceMap(root=Location(file, 1 + line_base, 1 + col_base)))
     builder.sources.set((), Origin(builder.loc(node.start_mark)))
     builder.sources.root = builder.loc(node.start_mark)
+    builder.refuse_bombs(node)
     value = builder.build(node, (), 0)
     return Document(value, builder.sources, builder.diagnostics)
 
@@ -221,6 +223,67 @@ class _TooBig(Exception):
         self.diagnostic = diagnostic
 
 
+def _children(node: Node) -> list[tuple[str | int | None, Node]]:
+    """The nodes the builder turns into values below `node`, each with its key or index.
+
+    Merge sources (`<<: [*a, *b]`) count as children with no key of their own; keys do not
+    count: the builder does not make values of them.
+    """
+    if isinstance(node, SequenceNode):
+        return list(enumerate(node.value))
+    if not isinstance(node, MappingNode):
+        return []
+    children: list[tuple[str | int | None, Node]] = []
+    for key_node, value_node in node.value:
+        if key_node.tag == _CORE + "merge":
+            sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+            children.extend((None, source) for source in sources)
+        else:
+            children.append((key_node.value if isinstance(key_node, ScalarNode) else None, value_node))
+    return children
+
+
+class _Expansion:
+    """How many values each node expands to, counted on the node graph without expanding it.
+
+    Aliases share nodes, so remembering each node's size makes counting cost one visit per
+    node: a bomb that would expand to 9**30 values is refused in microseconds, whatever the
+    machine, instead of after building `MAX_VALUES` values. Sizes stop at `MAX_VALUES + 1`;
+    cycles and nesting past `MAX_DEPTH` are left to the builder, which names them.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, int] = {}
+        self.active: set[int] = set()
+
+    def size(self, node: Node, depth: int = 0) -> int:
+        known = self.sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in self.active or depth > MAX_DEPTH:
+            return 1
+        self.active.add(id(node))
+        total = 1
+        for _, child in _children(node):
+            total = min(total + self.size(child, depth + 1), MAX_VALUES + 1)
+        self.active.discard(id(node))
+        self.sizes[id(node)] = total
+        return total
+
+    def crossing(self, node: Node) -> tuple[Node, JsonPath]:
+        """The node (and its path) at which building in document order passes `MAX_VALUES`."""
+        built, path = 0, ()
+        while True:
+            built += 1
+            for key, child in _children(node):
+                if built + self.size(child) > MAX_VALUES:
+                    node, path = child, path if key is None else path + (key,)
+                    break
+                built += self.size(child)
+            else:
+                return node, path
+
+
 class _Builder:
     """Turns composed YAML nodes into plain values, counting them and recording positions."""
 
@@ -240,6 +303,13 @@ class _Builder:
     def error(self, node: Node, path: JsonPath, message: str) -> None:
         self.diagnostics.append(Diagnostic.at(self.loc(node.start_mark), path, message))
 
+    def refuse_bombs(self, root: Node) -> None:
+        """Raise `LoadError` if `root` expands to more than `MAX_VALUES` values (before building)."""
+        expansion = _Expansion()
+        if expansion.size(root) > MAX_VALUES:
+            node, path = expansion.crossing(root)
+            raise LoadError([Diagnostic.at(self.loc(node.start_mark), path, _TOO_MANY)])
+
     def build(self, node: Node, path: JsonPath, depth: int) -> Any:
         try:
             return self._build(node, path, depth)
@@ -253,8 +323,7 @@ class _Builder:
                 Diagnostic.at(
                     self.loc(node.start_mark),
                     path,
-                    f"the document expands to more than {MAX_VALUES} values (aliases of aliases?); "
-                    "a pipeline is much smaller",
+                    _TOO_MANY,
                 )
             )
         if depth > MAX_DEPTH:
