@@ -18,7 +18,7 @@ import pytest
 
 from dsl.commands.launch import cluster_spec, free_ports, plan_tasks
 
-from e2e_support import DSLRUN, ENV
+from e2e_support import DSLRUN, ENV, dslrun
 
 PIPELINE = """\
 version: 1
@@ -191,6 +191,16 @@ def test_cluster_trains_to_the_end_with_variables_on_ps(tmp_path: Path, data: Pa
         assert wait_gone(launcher.seen) == set()
     finally:
         launcher.cleanup()
+    # The partitioned run's checkpoints are read by the single-process commands too (the
+    # optimizer slots saved per shard are not needed there).
+    partitioned = ("--set", "runner.ps.variable_partitioner={min_shard_bytes: 1024}")
+    result = json.loads(dslrun("eval", str(pipeline), *partitioned).stdout)
+    assert result["step"] == 12 and result["checkpoint"].endswith("ckpt-12")
+    image = next((data / "eval").glob("*.png"))
+    prediction = json.loads(dslrun("predict", str(pipeline), *partitioned, str(image)).stdout.splitlines()[0])
+    assert prediction["image"] == str(image)
+    dslrun("export", str(pipeline), *partitioned, "--out", str(tmp_path / "exported"))
+    assert (tmp_path / "exported" / "saved_model.pb").exists()
 
 
 @pytest.mark.slow

@@ -211,6 +211,25 @@ def test_damaged_resume_from_is_an_error_without_fallback(tmp_path: Path, refere
     assert "resumed" not in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("command", [(), ("eval",)])
+def test_a_checkpoint_of_another_network_does_not_fit_and_is_not_called_damaged(
+        tmp_path: Path, data: Path, reference: Path, command: tuple[str, ...]) -> None:
+    run = tmp_path / "run-ref"
+    shutil.copytree(reference.parent, run)
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text((reference.parent / "pipeline.yaml").read_text().replace(str(reference.parent), str(run)))
+    # Same layers, another width: every variable is found, its shape differs.
+    args = [*command, str(pipeline), "--set", "network.dense_units=32"]
+    if command:
+        args += ["--set", f"inputter.val={data / 'eval.csv'}"]
+    result = dslrun(*args, check=False)
+    assert result.returncode == 1
+    latest = run / "checkpoints" / "ckpt-24"
+    assert f"dslrun: error: checkpoint {latest} does not fit this pipeline" in result.stderr, result.stderr
+    assert "incompatible tensor with shape" in result.stderr
+    assert "cannot be read" not in result.stderr and "Traceback" not in result.stderr
+
+
 # ---------------------------------------------------------------------------------------- corrupt data
 @pytest.fixture(scope="module")
 def corrupt_csv(tmp_path_factory: pytest.TempPathFactory, data: Path) -> Path:

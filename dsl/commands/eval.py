@@ -2,7 +2,7 @@
 
 `dslrun eval --watch FILE` evaluates every checkpoint a training run writes, once each, as
 they appear (see dsl.engine.watch). Evaluation always runs in this one process: a pipeline
-whose runner.backend is ps is evaluated on the local backend.
+whose runner.backend is ps is evaluated on the local backend (as predict and export do).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
         raise click.UsageError("--watch evaluates the run directory's checkpoints as they appear; drop --checkpoint")
     if timeout is not None and not watch:
         raise click.UsageError("--timeout only applies to --watch")
-    spec = _single_process(load_or_exit(path, overrides))
+    spec = load_or_exit(path, overrides)
     from dsl.errors import DslError
 
     if watch:
-        from dsl.engine.launch import build_runner
+        from dsl.engine.launch import build_runner, single_process
         from dsl.engine.watch import watch as watch_run
 
-        runner = build_runner(spec)
+        runner = build_runner(single_process(spec))
         _require_data(runner, mode, DslError)
         sys.exit(watch_run(runner, mode=mode, timeout=timeout))
 
@@ -52,13 +52,6 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     runner.log_metrics(f"eval_{mode}", {"checkpoint": runner.restored_from, **values})
     if runner.placement.is_chief:
         click.echo(json.dumps(record))
-
-
-def _single_process(spec: dict[str, Any]) -> dict[str, Any]:
-    """Evaluation needs no cluster: a ps pipeline's checkpoints are read on the local backend."""
-    if spec["runner"].get("backend") == "ps":
-        spec = {**spec, "runner": {**spec["runner"], "backend": "local"}}
-    return spec
 
 
 def _require_data(runner: Any, mode: str, error: type) -> None:

@@ -19,10 +19,20 @@ def build_runner(spec: dict[str, Any], *, resume: bool = True, resume_from: str 
     return Runner(compiled, backend, seed=seed, resume=resume, resume_from=resume_from)
 
 
+def single_process(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` for eval/predict/export: a ps pipeline's checkpoints are read on the local backend.
+
+    They need no cluster, and a cluster pipeline would wait for TF_CONFIG and its servers.
+    """
+    if spec["runner"].get("backend") == "ps":
+        spec = {**spec, "runner": {**spec["runner"], "backend": "local"}}
+    return spec
+
+
 def restored_runner(spec: dict[str, Any], checkpoint: str | None) -> Runner:
-    """A runner holding trained weights: `checkpoint`, or the run directory's latest one."""
-    runner = build_runner(spec, resume=True, resume_from=checkpoint)
-    runner.restore()
+    """A runner holding trained weights (`checkpoint`, or the run directory's latest), in this process."""
+    runner = build_runner(single_process(spec), resume=True, resume_from=checkpoint)
+    runner.restore(weights_only=True)
     if not runner.resumed:
         raise DslError(
             f"no checkpoint in {runner.model_dir / 'checkpoints'}; train the pipeline first or pass --checkpoint PATH"

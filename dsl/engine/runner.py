@@ -247,17 +247,20 @@ class Runner:
             self.notice(f"{'failed' if self.failed else 'stopped'}: {self.stop_reason}")
         return 1 if self.failed else 0
 
-    def restore(self) -> None:
+    def restore(self, weights_only: bool = False) -> None:
         """Resume from `--resume-from`, else the run directory's newest usable checkpoint, else start fresh.
 
         A damaged newest checkpoint (truncated, garbled, a file missing) is reported and the
         one before it is used; when none is usable the run stops instead of silently
         starting over. A `--resume-from` checkpoint is used or refused, never replaced.
+        `weights_only` (eval, predict, export) reads the model and the position and leaves
+        the optimizer alone: its slots need not fit (a ps run saves them per shard).
         """
+        reader = self.weights_checkpoint() if weights_only else self.checkpoint
         candidates, explicit = self._checkpoint_to_restore()
         path = None
         for candidate in candidates:
-            problem = self._restore_from(candidate)
+            problem = self._restore_from(candidate, reader, partial=weights_only)
             if problem is None:
                 path = candidate
                 break
@@ -284,8 +287,12 @@ class Runner:
         if path:
             self.notice(f"resumed from {path} at step {self.step} (epoch {self.epoch})")
 
-    def _restore_from(self, path: str) -> str | None:
-        """Load every variable from `path`; None on success, else why the files are unusable.
+    def weights_checkpoint(self) -> tf.train.Checkpoint:
+        """A reader of the model and the position in a training checkpoint, without the optimizer."""
+        return tf.train.Checkpoint(model=self.model, **self._state)
+
+    def _restore_from(self, path: str, reader: tf.train.Checkpoint, partial: bool = False) -> str | None:
+        """Load `reader`'s variables from `path`; None on success, else why the files are unusable.
 
         A checkpoint that reads fine but does not fit the pipeline is an error, not damage:
         older checkpoints would not fit either. A read that fails half-way may have set some
@@ -293,18 +300,28 @@ class Runner:
         all training state), so nothing of the damaged one survives.
         """
         try:
-            status = self.checkpoint.restore(path)
-        except (tf.errors.OpError, ValueError, IndexError, KeyError, OSError) as exc:
+            status = reader.restore(path)
+        except ValueError as exc:
+            if "incompatible tensor with shape" in str(exc):
+                raise self._does_not_fit(path, exc) from None
+            return f"{type(exc).__name__}: {_first_line(exc)}"
+        except (tf.errors.OpError, IndexError, KeyError, OSError) as exc:
             # What TensorFlow's reader raises for missing, truncated and garbled files.
             return f"{type(exc).__name__}: {_first_line(exc)}"
+        if partial:
+            status.expect_partial()
         try:
             status.assert_existing_objects_matched()
         except AssertionError as exc:
-            raise DslError(
-                f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
-                f"{str(exc).splitlines()[0]}; use --no-resume or another runner.model_dir"
-            ) from None
+            raise self._does_not_fit(path, exc) from None
         return None
+
+    @staticmethod
+    def _does_not_fit(path: str, exc: Exception) -> DslError:
+        return DslError(
+            f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
+            f"{_first_line(exc)}; use --no-resume or another runner.model_dir"
+        )
 
     def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]:
         """One pass over `mode`'s data with the current weights; the values averaged across ranks."""

@@ -112,7 +112,7 @@ def evaluate_checkpoint(runner: Any, path: str, mode: str) -> bool:
     # The model and the position only: evaluation needs no optimizer, and the optimizer's
     # slots of a run with partitioned variables (ps cluster) do not fit a local optimizer.
     state = runner.checkpoint
-    reader = tf.train.Checkpoint(model=runner.model, step=state.step, epoch=state.epoch)
+    reader = runner.weights_checkpoint()
     try:
         reader.restore(path).expect_partial()
     except (tf.errors.NotFoundError, ValueError) as exc:
