@@ -55,6 +55,30 @@ def test_torn_last_metrics_line_is_tolerated_then_repaired(tmp_path: Path) -> No
     assert [json.loads(line)["step"] for line in lines] == [1, 2]
 
 
+WRITER = """\
+import sys
+from pathlib import Path
+from dsl.engine.rundir import MetricsFile
+metrics = MetricsFile(Path(sys.argv[1]), sys.argv[2])
+for step in range(int(sys.argv[4])):
+    metrics.write({"mode": sys.argv[3], "step": step, sys.argv[3] + "_only": step})
+"""
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_two_processes_writing_the_metrics_file_lose_no_record(tmp_path: Path, fmt: str) -> None:
+    # The trainer and an `eval --watch` process write the same file; a CSV write rewrites it.
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), fmt, mode, "150"], env=ENV)
+               for mode in ("train", "eval")]
+    assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
+    records = MetricsFile(tmp_path, fmt).read()
+    for mode in ("train", "eval"):
+        assert [int(r["step"]) for r in records if r["mode"] == mode] == list(range(150))
+    if fmt == "csv":
+        header = (tmp_path / "metrics.csv").read_text().splitlines()[0].split(",")
+        assert {"train_only", "eval_only"} <= set(header), header
+
+
 def test_a_corrupt_line_in_the_middle_is_not_hidden() -> None:
     with pytest.raises(json.JSONDecodeError):
         read_jsonl('{"a": 1}\n{"a": \n{"a": 2}\n')

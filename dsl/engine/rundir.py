@@ -5,18 +5,22 @@ Layout of `runner.model_dir`:
     checkpoints/           tf.train.CheckpointManager (model, optimizer, step, epoch, data position)
     tensorboard/<mode>/    TensorBoard event files
     metrics.jsonl|csv      one record per finished phase (and what callbacks log)
+    .metrics.lock          taken while a record is written: the trainer and an `eval --watch`
+                           process write the same metrics file
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -60,27 +64,51 @@ class MetricsFile:
         self._repaired = False
 
     def write(self, record: dict[str, Any]) -> None:
+        """Add `record`; safe against a crash and against another process writing the same file."""
         record = {"time": round(time.time(), 3), **record}
-        if self.format == "jsonl":
-            # An append of one line: a crash loses at most this line, and a torn line left by
-            # an earlier crash is cut off before the first append of this process.
-            if not self._repaired:
-                repair_torn_tail(self.path)
-                self._repaired = True
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record, sort_keys=False) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-        else:
-            rows = self.read() + [record]
-            columns: list[str] = []
-            for row in rows:
-                columns += [key for key in row if key not in columns]
-            buffer = io.StringIO()
-            writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-            atomic_write_text(self.path, buffer.getvalue())
+        with self._locked():
+            if self.format == "jsonl":
+                self._append_line(record)
+            else:
+                self._rewrite_csv(record)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """An exclusive lock (flock) on a file beside the metrics file, held while one record is written.
+
+        Without it a CSV rewrite (read, add, replace) of the trainer and one of a watcher
+        would each keep only their own new row. The lock is on a separate file because the
+        CSV file itself is replaced by each write; the kernel drops it if the holder dies.
+        """
+        with open(self.path.parent / ".metrics.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _append_line(self, record: dict[str, Any]) -> None:
+        # An append of one line: a crash loses at most this line, and a torn line left by
+        # an earlier crash is cut off before the first append of this process.
+        if not self._repaired:
+            repair_torn_tail(self.path)
+            self._repaired = True
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _rewrite_csv(self, record: dict[str, Any]) -> None:
+        # The header grows when a record brings a new column, so the whole file is rewritten.
+        rows = self.read() + [record]
+        columns: list[str] = []
+        for row in rows:
+            columns += [key for key in row if key not in columns]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(self.path, buffer.getvalue())
 
     def read(self) -> list[dict[str, Any]]:
         """All records so far (CSV values come back as strings)."""
