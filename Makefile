@@ -76,8 +76,8 @@ schema: install
 	$(BIN)/dslrun list --markdown > docs/components.md
 
 lint: install
-	$(BIN)/python -m pip install --quiet ruff
-	$(BIN)/python -m ruff check dsl backends tests
+	$(BIN)/python -m pip install --quiet "ruff==0.17.6"
+	$(BIN)/python -m ruff check dsl backends tests bench
 
 clean:
 	rm -rf $(VENV) runs data .pytest_cache

@@ -17,7 +17,8 @@ Imports Horovod and TensorFlow: import it only from HorovodBackend.run_training.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf

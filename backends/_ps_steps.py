@@ -10,7 +10,8 @@ calls it: `CentralStorageTrainCall` runs k steps per graph call on the local dev
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
@@ -141,7 +142,7 @@ class ClusterTrainCall:
     def get_concrete_function(self, data: DeferredData, num_steps: tf.Tensor) -> Any:
         """The graph a worker runs (for TensorBoard's Graphs tab)."""
         iterator = self._iterator(data)
-        spec = iterator._values[0]._type_spec  # noqa: SLF001 - the per-worker iterator's type, as scheduled
+        spec = iterator._values[0]._type_spec  # the per-worker iterator's type, as scheduled
         return self._call.get_concrete_function(spec, tf.TensorSpec([], tf.int32))
 
 

@@ -10,7 +10,8 @@ those of a single process.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dsl.context import Placement
 

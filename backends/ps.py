@@ -35,7 +35,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from backends.base import Backend
 from dsl.context import Placement
@@ -130,7 +131,7 @@ class ParameterServerBackend(Backend):
         self.strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=self._partitioner())
         # Validation runs on the chief by design; without this (private) flag every eval call
         # warns that it was not scheduled on a worker.
-        self.strategy.extended._allow_run_without_coordinator = True  # noqa: SLF001
+        self.strategy.extended._allow_run_without_coordinator = True
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
 
     def _partitioner(self) -> Any:

@@ -7,7 +7,8 @@ Tensor types are written as strings: this module never imports TensorFlow.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 MODES = ("train", "val", "test")
 
@@ -19,10 +20,10 @@ class Augmenter(Protocol):
     same shape.
     """
 
-    def train(self, image: "tf.Tensor") -> "tf.Tensor":  # noqa: F821
+    def train(self, image: tf.Tensor) -> tf.Tensor:  # noqa: F821
         """Random augmentation plus normalisation, for the train mode."""
 
-    def eval(self, image: "tf.Tensor") -> "tf.Tensor":  # noqa: F821
+    def eval(self, image: tf.Tensor) -> tf.Tensor:  # noqa: F821
         """Deterministic normalisation only, for val/test/infer."""
 
 
@@ -41,11 +42,11 @@ class Inputter(Protocol):
     def dataset(
         self,
         mode: str,
-        augment: Callable[["tf.Tensor"], "tf.Tensor"] | None = None,  # noqa: F821
+        augment: Callable[[tf.Tensor], tf.Tensor] | None = None,  # noqa: F821
         num_shards: int = 1,
         shard_index: int = 0,
         seed: int | None = None,
-    ) -> "tf.data.Dataset":  # noqa: F821
+    ) -> tf.data.Dataset:  # noqa: F821
         """Batches of (images float32 (B, H, W, C), labels int32 (B,)) for `mode`.
 
         Sharding is applied to the list of examples before shuffling, so each rank sees a
@@ -53,7 +54,7 @@ class Inputter(Protocol):
         loop asks for a new epoch. `augment` is mapped per example with AUTOTUNE.
         """
 
-    def decode_file(self, path: str) -> "tf.Tensor":  # noqa: F821
+    def decode_file(self, path: str) -> tf.Tensor:  # noqa: F821
         """One image file as float32 (H, W, C) in [0, 1], resized to `image_shape` (predict)."""
 
 
@@ -66,14 +67,14 @@ class Modeler(Protocol):
         `scale` multiplies the base rate (backends use it for lr scaling by world size).
         """
 
-    def optimizer(self, steps_per_epoch: int, scale: float = 1.0) -> "tf.keras.optimizers.Optimizer":  # noqa: F821
+    def optimizer(self, steps_per_epoch: int, scale: float = 1.0) -> tf.keras.optimizers.Optimizer:  # noqa: F821
         """A fresh Keras optimizer using `learning_rate(steps_per_epoch, scale)`."""
 
-    def loss(self, labels: "tf.Tensor", logits: "tf.Tensor", model: "tf.keras.Model") -> dict[str, "tf.Tensor"]:  # noqa: F821
+    def loss(self, labels: tf.Tensor, logits: tf.Tensor, model: tf.keras.Model) -> dict[str, tf.Tensor]:  # noqa: F821
         """{'loss': total to minimise, 'cross_entropy': ..., 'l2_loss': ...} (scalars)."""
 
-    def metrics(self, mode: str) -> dict[str, "tf.keras.metrics.Metric"]:  # noqa: F821
+    def metrics(self, mode: str) -> dict[str, tf.keras.metrics.Metric]:  # noqa: F821
         """Fresh stateful metrics for `mode`, updated with `update_state(labels, logits)`."""
 
-    def predictions(self, logits: "tf.Tensor") -> dict[str, "tf.Tensor"]:  # noqa: F821
+    def predictions(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:  # noqa: F821
         """{'classes': int (B,), 'probabilities': float (B, num_classes)} for infer."""

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
@@ -71,7 +72,7 @@ def _import(origin: str, module: str) -> None:
         raise PluginError(f"{origin}: importing it failed: {exc}") from None
     except RegistryError as exc:
         raise PluginError(f"{origin}: {exc}; rename the plugin's type") from None
-    except Exception as exc:  # noqa: BLE001 - third-party code: report any failure as one line
+    except Exception as exc:  # third-party code: report any failure as one line
         raise PluginError(f"{origin}: importing it failed: {type(exc).__name__}: {exc}") from None
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 # kind -> the package holding its modules (the YAML section a user writes).
 KINDS: dict[str, str] = {
@@ -69,7 +70,7 @@ _LOADED = False
 
 def register(
     kind: str,
-    type: str,  # noqa: A002 - the YAML key is `type`
+    type: str,  # the YAML key is `type`
     *,
     params: dict[str, dict[str, Any]],
     description: str,
@@ -120,7 +121,7 @@ def load_all() -> None:
     _LOADED = True
 
 
-def lookup(kind: str, type: str) -> Component:  # noqa: A002
+def lookup(kind: str, type: str) -> Component:
     """The component registered as `type` of `kind`; a clear error when there is none."""
     load_all()
     try:

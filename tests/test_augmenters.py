@@ -100,7 +100,8 @@ def test_cifar_contrast_bounds_must_be_ordered():
 
 def test_cifar_in_a_graph_without_a_seed_uses_the_global_seed():
     cifar = augmenter()
-    dataset = lambda: tf.data.Dataset.from_tensors(random_image()).repeat(4).map(cifar.train)
+    def dataset():
+        return tf.data.Dataset.from_tensors(random_image()).repeat(4).map(cifar.train)
     tf.random.set_seed(11)
     first = np.stack(list(dataset().as_numpy_iterator()))
     tf.random.set_seed(11)

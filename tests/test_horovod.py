@@ -58,9 +58,9 @@ runner:
 
 
 def pipeline(tmp_path: Path, data: Path, name: str = "p", **values: object) -> Path:
-    settings = dict(batch=16, shuffle=256, augmenter="cifar", epochs=2, lr_scaling="linear",
-                    network="{type: simple_cnn, filters: [8, 16], dense_units: 32}",
-                    workflow="[[train, 1], [val, 1]]")
+    settings = {"batch": 16, "shuffle": 256, "augmenter": "cifar", "epochs": 2, "lr_scaling": "linear",
+                    "network": "{type: simple_cnn, filters: [8, 16], dense_units: 32}",
+                    "workflow": "[[train, 1], [val, 1]]"}
     settings.update(values)
     path = tmp_path / f"{name}.yaml"
     path.write_text(PIPELINE.format(data=data, run=tmp_path / f"run-{name}", **settings))
@@ -119,8 +119,8 @@ def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, dat
     sums (per rank, then across ranks), a relative error near 1e-7 per step; after 8
     steps we allow rtol 1e-4 / atol 1e-5, far below the change one step makes (checked).
     """
-    common = dict(shuffle=0, augmenter="none", epochs=2, workflow="[[train, 1]]", lr_scaling="none",
-                  network="{type: mlp, hidden_units: [32]}")
+    common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "none",
+                  "network": "{type: mlp, hidden_units: [32]}"}
     one = pipeline(tmp_path, data, "one", batch=64, **common)
     two = pipeline(tmp_path, data, "two", batch=32, **common)
     result = subprocess.run([sys.executable, "-m", "dsl", str(one)], capture_output=True, text=True, env=ENV,

@@ -105,7 +105,7 @@ def test_csv_batches_shapes_dtypes_and_counts(tmp_path):
     assert images.dtype == tf.float32 and labels.dtype == tf.int32 and images.shape[1:] == (6, 6, 3)
     assert [x.shape[0] for x, _ in inputter.dataset("val")] == [4, 4, 2]  # val never drops
     images, labels = everything(inputter.dataset("val"))
-    assert 0.0 <= images.min() and images.max() <= 1.0
+    assert images.min() >= 0.0 and images.max() <= 1.0
     assert labels.tolist() == [i % 3 for i in range(10)]
     with pytest.raises(DslError, match="no test data"):
         inputter.dataset("test")
@@ -433,7 +433,7 @@ def test_synthetic_inputter(tmp_path):
     assert [x.shape for x, _ in train] == [(16, 8, 8, 1)] * 2
     images, labels = everything(inputter.dataset("val"))
     assert images.shape == (10, 8, 8, 1) and set(labels.tolist()) <= {0, 1, 2, 3}
-    assert 0.0 <= images.min() and images.max() <= 1.0
+    assert images.min() >= 0.0 and images.max() <= 1.0
     again = build("synthetic", num_examples={"train": 40, "val": 10, "test": 0}, image_shape=[8, 8, 1],
                   num_classes=4, batch_size=16)
     np.testing.assert_array_equal(images, everything(again.dataset("val"))[0])

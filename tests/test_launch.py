@@ -118,10 +118,9 @@ class Launcher:
 
     def __init__(self, tmp_path: Path, *args: str) -> None:
         self.log = tmp_path / "launch.log"
-        handle = open(self.log, "w")
-        self.process = subprocess.Popen([*DSLRUN, "launch", *args], stdout=handle, stderr=subprocess.STDOUT,
-                                        env=ENV, start_new_session=True)
-        handle.close()
+        with open(self.log, "w") as handle:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen([*DSLRUN, "launch", *args], stdout=handle, stderr=subprocess.STDOUT,
+                                            env=ENV, start_new_session=True)
         self.seen: set[int] = set()
 
     def output(self) -> str:

@@ -14,9 +14,9 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from dsl.context import BuildContext  # noqa: E402
-from dsl.errors import DslError  # noqa: E402
-from dsl.registry import lookup  # noqa: E402
+from dsl.context import BuildContext
+from dsl.errors import DslError
+from dsl.registry import lookup
 
 tf = pytest.importorskip("tensorflow")
 

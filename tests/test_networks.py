@@ -12,9 +12,9 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from dsl.context import BuildContext  # noqa: E402
-from dsl.errors import DslError  # noqa: E402
-from dsl.registry import lookup  # noqa: E402
+from dsl.context import BuildContext
+from dsl.errors import DslError
+from dsl.registry import lookup
 
 tf = pytest.importorskip("tensorflow")
 
@@ -157,7 +157,7 @@ def test_application_schema_rejects_imagenet_and_unknown_names():
     assert not validator.is_valid({"type": "keras_application", "name": "MobileNet", "weights": "imagenet"})
     assert not validator.is_valid({"type": "keras_application", "name": "mobilenet"})
     assert not validator.is_valid({"type": "keras_application"})
-    with pytest.raises(DslError, match="network.weights.*never"):
+    with pytest.raises(DslError, match=r"network.weights.*never"):
         build("keras_application", {"name": "MobileNet", "weights": "imagenet"}, shape=(32, 32, 3))
 
 

@@ -16,6 +16,7 @@ from backends.select import select_backend
 from dsl.errors import DslError
 
 from e2e_support import DSLRUN, ENV
+
 CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"], "ps": ["127.0.0.1:4"]}
 
 PIPELINE = """\

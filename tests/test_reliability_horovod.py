@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 from e2e_support import MULTIRANK_ENV as ENV
 from e2e_support import kill_group
+
 HOROVODRUN = ["horovodrun", "-np", "2", "--gloo", "dslrun"]
 
 PIPELINE = """\

@@ -8,8 +8,8 @@ from backends.horovod import _elastic_settings
 
 tf = pytest.importorskip("tensorflow")
 
-from dsl.engine.resize import ShiftedSchedule, batches_done, schedule_offset  # noqa: E402
-from dsl.modelers._schedules import LearningRate  # noqa: E402
+from dsl.engine.resize import ShiftedSchedule, batches_done, schedule_offset
+from dsl.modelers._schedules import LearningRate
 
 
 def test_position_carries_over_in_examples() -> None:

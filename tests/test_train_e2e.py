@@ -167,7 +167,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path: Path, data: Path
         time.sleep(0.2)
     time.sleep(1.0)
     process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=120)
+    _stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert "interrupted by SIGTERM: saved a checkpoint" in stderr
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))

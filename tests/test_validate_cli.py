@@ -326,8 +326,8 @@ def test_extends_cycle_and_missing(tmp_path: Path) -> None:
     result = run("validate", str(tmp_path / "a.yaml"))
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert any(f"b.yaml:1:11: error: extends[0]: extends cycle: {tmp_path / 'a.yaml'} → " in l for l in lines)
-    assert any("extends[1]: base file 'gone.yaml' not found" in l for l in lines)
+    assert any(f"b.yaml:1:11: error: extends[0]: extends cycle: {tmp_path / 'a.yaml'} → " in line for line in lines)
+    assert any("extends[1]: base file 'gone.yaml' not found" in line for line in lines)
     assert len(lines) == 2  # no "missing section" noise from the part that could not be merged
 
 

@@ -30,7 +30,7 @@ def read_best(model_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def write_best(model_dir: Path, model: "tf.keras.Model", record: dict[str, Any]) -> Path:
+def write_best(model_dir: Path, model: tf.keras.Model, record: dict[str, Any]) -> Path:
     """Write the model and `record` to a temporary directory, then swap it in as best/."""
     final = model_dir / BEST_DIR
     tmp, old = model_dir / f"{BEST_DIR}.tmp", model_dir / f"{BEST_DIR}.old"

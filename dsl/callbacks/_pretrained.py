@@ -99,7 +99,7 @@ def _h5_pairs(model: tf.keras.Model, path: str) -> list[Pair]:
 
     with h5py.File(path, "r") as handle:
         if "layer_names" in handle.attrs or "model_weights" in handle:
-            group = handle["model_weights"] if "model_weights" in handle else handle
+            group = handle.get("model_weights", handle)
             return _legacy_pairs(model, group, path)
         if "layers" in handle:
             return _by_name_pairs(model, handle["layers"], path)

@@ -14,7 +14,6 @@ from dsl.hooks import PRIORITY_PARAM, Hook
 from dsl.registry import register
 
 
-
 @register(
     "callback",
     "stop_at_time",

@@ -10,6 +10,6 @@ import click
 _MODULES = ("validate", "show", "schema", "list", "run", "launch", "eval", "predict", "export", "data", "doctor")
 
 
-def COMMANDS() -> list[click.Command]:  # noqa: N802 - a constant-like accessor
+def COMMANDS() -> list[click.Command]:  # a constant-like accessor
     """The click command of every subcommand module, in `--help` order."""
     return [importlib.import_module(f"dsl.commands.{name}").command for name in _MODULES]

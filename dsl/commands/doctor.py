@@ -20,14 +20,14 @@ import click
 def _version(module: str) -> str | None:
     try:
         return str(getattr(importlib.import_module(module), "__version__", "unknown"))
-    except Exception:  # noqa: BLE001 - any import failure means "not usable"
+    except Exception:  # any import failure means "not usable"
         return None
 
 
 def _horovod() -> dict[str, Any] | None:
     try:
         import horovod.tensorflow as hvd
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     import horovod
 

@@ -7,8 +7,8 @@ before it, which is all a resumed run needs to skip what is finished.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)

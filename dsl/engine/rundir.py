@@ -19,8 +19,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -16,8 +16,9 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import tensorflow as tf
 

@@ -8,7 +8,8 @@ a test fails when a second epoch retraces).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 

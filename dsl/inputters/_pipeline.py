@@ -388,6 +388,6 @@ def _image_problem(path: str) -> str | None:
     try:
         with Image.open(path) as image:
             image.load()
-    except Exception as exc:  # noqa: BLE001 - any decoder failure means the file is bad
+    except Exception as exc:  # any decoder failure means the file is bad
         return f"{type(exc).__name__}: {exc}"
     return None

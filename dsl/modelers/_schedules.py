@@ -10,6 +10,7 @@ Imports TensorFlow: import this module only inside functions of the public model
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -140,7 +141,7 @@ def _epochs_to_steps(steps_per_epoch: int | None, kind: str) -> Any:
                 "train steps per epoch is unknown (the inputter cannot count its train examples); "
                 "use a constant schedule without warmup, or an inputter that knows its size"
             )
-        return int(round(float(epochs) * steps_per_epoch))
+        return round(float(epochs) * steps_per_epoch)
 
     return to_steps
 
@@ -151,7 +152,7 @@ def _check_piecewise(boundaries: list[float], values: list[float]) -> None:
             f"modeler.lr_schedule.values: a piecewise schedule with {len(boundaries)} boundaries needs "
             f"{len(boundaries) + 1} values (one factor before, between and after them), got {len(values)}"
         )
-    if any(later <= earlier for earlier, later in zip(boundaries, boundaries[1:])):
+    if any(later <= earlier for earlier, later in itertools.pairwise(boundaries)):
         raise DslError(f"modeler.lr_schedule.boundaries: must be strictly increasing epochs, got {boundaries}")
 
 

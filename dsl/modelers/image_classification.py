@@ -310,7 +310,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     params=PARAMS,
     description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
 )
-def build(params: dict[str, Any], context: Any) -> "ImageClassificationModeler":
+def build(params: dict[str, Any], context: Any) -> ImageClassificationModeler:
     """The modeler for the resolved `modeler` section."""
     return ImageClassificationModeler(params, context)
 
