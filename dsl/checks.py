@@ -215,6 +215,20 @@ def check_elastic(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     return found
 
 
+def check_precision(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """runner.precision mixed_float16 needs loss scaling, which TensorFlow refuses under parameter servers."""
+    runner = tree.get("runner", {})
+    if runner.get("precision") != "mixed_float16" or runner.get("backend") != "ps":
+        return []
+    path: JsonPath = ("runner", "precision")
+    return [Diagnostic.at(
+        sources.locate(path), path,
+        f"mixed_float16 needs loss scaling, which TensorFlow does not support with parameter servers "
+        f"(runner.backend is ps, {_line(sources, ('runner', 'backend'))}); use mixed_bfloat16, or "
+        "runner.backend: horovod or local",
+    )]
+
+
 def _component(kind: str, type_name: Any) -> registry.Component | None:
     if not isinstance(type_name, str):
         return None
@@ -232,4 +246,5 @@ CHECKS: list[Check] = [
     check_unique_callbacks,
     check_lr_schedule,
     check_elastic,
+    check_precision,
 ]

@@ -251,14 +251,16 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
     },
     "precision": {
         "description": (
-            "Arithmetic of the network: float32, or mixed_bfloat16 (Keras mixed precision: variables "
-            "stay float32, layers compute in bfloat16; the loss is computed in float32). bfloat16 "
-            "changes the numbers a little and is fast where the hardware has it (CPUs with AMX or "
-            "AVX512-BF16, TPUs, NVIDIA Ampere and newer); measured 1.2-2x on this project's "
-            "Sapphire Rapids CPU for ResNet-32."
+            "Arithmetic of the network: float32, mixed_bfloat16 or mixed_float16 (Keras mixed "
+            "precision: variables stay float32, layers compute in the 16-bit type; the loss is "
+            "computed in float32). bfloat16 changes the numbers a little and is fast where the "
+            "hardware has it (CPUs with AMX or AVX512-BF16, TPUs, NVIDIA Ampere and newer); measured "
+            "1.2-2x on this project's Sapphire Rapids CPU for ResNet-32. float16 is for NVIDIA GPUs "
+            "with Tensor Cores (Volta and newer): the loss is scaled dynamically so small gradients "
+            "do not underflow (the scale is checkpointed); slow on CPUs; not with backend ps."
         ),
         "type": "string",
-        "enum": ["float32", "mixed_bfloat16"],
+        "enum": ["float32", "mixed_bfloat16", "mixed_float16"],
         "default": "float32",
     },
     "jit_compile": {

@@ -144,3 +144,53 @@ def test_mixed_bfloat16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path:
     again = make_runner(tmp_path / "fp32", limit="max_epochs: 1")
     assert all(layer.compute_dtype == "float32" for layer in again.model.layers
                if isinstance(layer, tf.keras.layers.Dense))
+
+
+def test_mixed_float16_scales_the_loss_and_checkpoints_the_scale(tmp_path: Path) -> None:
+    import math
+
+    import tensorflow as tf
+
+    from dsl.engine.precision import loss_scale_variables
+
+    runner = make_runner(tmp_path, limit="max_epochs: 2\n  precision: mixed_float16")
+    hidden = [layer for layer in runner.model.layers if isinstance(layer, tf.keras.layers.Dense)]
+    assert hidden[0].compute_dtype == "float16" and hidden[-1].compute_dtype == "float32"
+    assert isinstance(runner.optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
+    scale, good_steps = loss_scale_variables(runner.optimizer)
+    assert {scale.name, good_steps.name} == {"current_loss_scale:0", "good_steps:0"}
+    assert all(any(v is w for w in runner.state_variables()) for v in (scale, good_steps))
+    assert runner.run() == 0
+    losses = [record["loss"] for record in runner.history if record["mode"] == "train"]
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+    assert int(good_steps.numpy()) == runner.step == 10  # every step's gradients were finite
+    assert float(scale.numpy()) == 2.0**15  # Keras' initial scale: no overflow, 2000 good steps not reached
+
+    # The scale is training state: a resumed run starts from the saved one, not from 2**15.
+    scale.assign(1024.0)
+    good_steps.assign(7)
+    runner.save_checkpoint()
+    from dsl.engine.launch import build_runner
+    from dsl.pipeline import load_pipeline
+
+    again = build_runner(load_pipeline(tmp_path / "engine.yaml"), resume=True)
+    again.restore()
+    restored_scale, restored_good = loss_scale_variables(again.optimizer)
+    assert (float(restored_scale.numpy()), int(restored_good.numpy())) == (1024.0, 7)
+
+
+def test_an_overflowing_float16_step_is_skipped_and_halves_the_scale(tmp_path: Path) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    from dsl.engine.precision import loss_scale_variables
+
+    runner = make_runner(tmp_path, limit="max_epochs: 1\n  precision: mixed_float16", steps_per_call=1)
+    scale, _ = loss_scale_variables(runner.optimizer)
+    scale.assign(2.0**60)  # any gradient times this overflows float16 (max 65504)
+    before = [np.array(v.numpy()) for v in runner.model.trainable_variables]
+    assert runner.run() == 0
+    assert runner.step == 5 and float(scale.numpy()) == 2.0 ** (60 - 5)  # halved after each step
+    after = [np.array(v.numpy()) for v in runner.model.trainable_variables]
+    assert all((a == b).all() for a, b in zip(before, after))  # every step was skipped, not applied
+    assert all(tf.math.is_finite(v).numpy().all() for v in runner.model.trainable_variables)

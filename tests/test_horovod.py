@@ -59,8 +59,8 @@ runner:
 
 def pipeline(tmp_path: Path, data: Path, name: str = "p", **values: object) -> Path:
     settings = {"batch": 16, "shuffle": 256, "augmenter": "cifar", "epochs": 2, "lr_scaling": "linear",
-                    "network": "{type: simple_cnn, filters: [8, 16], dense_units: 32}",
-                    "workflow": "[[train, 1], [val, 1]]"}
+                "network": "{type: simple_cnn, filters: [8, 16], dense_units: 32}",
+                "workflow": "[[train, 1], [val, 1]]"}
     settings.update(values)
     path = tmp_path / f"{name}.yaml"
     path.write_text(PIPELINE.format(data=data, run=tmp_path / f"run-{name}", **settings))
@@ -110,6 +110,22 @@ def test_two_ranks_train_to_the_end_and_rank0_writes_once(tmp_path: Path, data: 
     assert "2 replicas" in result.stdout
 
 
+def test_mixed_float16_on_two_ranks_keeps_them_identical(tmp_path: Path, data: Path) -> None:
+    # Gradients are allreduced while scaled and unscaled after: both ranks skip or apply
+    # the same steps and move the loss scale the same way.
+    path = pipeline(tmp_path, data, epochs=1, workflow="[[train, 1]]")
+    result = launch([*LAUNCHERS["gloo"], "dslrun", str(path), "--set", "runner.precision=mixed_float16"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "identical on all 2 ranks" in result.stderr
+    import tensorflow as tf
+
+    prefix = str(tmp_path / "run-p" / "checkpoints" / "ckpt-8")
+    saved = dict(tf.train.list_variables(prefix))
+    assert any("loss_scale/current_loss_scale" in name for name in saved), sorted(saved)
+    record = json.loads((tmp_path / "run-p" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert record["step"] == 8 and np.isfinite(record["loss"])
+
+
 def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, data: Path) -> None:
     """Sharding, gradient averaging and broadcast together: 2 x 32 == 1 x 64, step for step.
 
@@ -120,7 +136,7 @@ def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, dat
     steps we allow rtol 1e-4 / atol 1e-5, far below the change one step makes (checked).
     """
     common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "none",
-                  "network": "{type: mlp, hidden_units: [32]}"}
+              "network": "{type: mlp, hidden_units: [32]}"}
     one = pipeline(tmp_path, data, "one", batch=64, **common)
     two = pipeline(tmp_path, data, "two", batch=32, **common)
     result = subprocess.run([sys.executable, "-m", "dsl", str(one)], capture_output=True, text=True, env=ENV,

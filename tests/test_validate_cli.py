@@ -268,6 +268,8 @@ def test_format_github(tmp_path: Path) -> None:
          "runner.elastic.max_workers: max_workers 2 is below min_workers 3"),
         ("max_epochs: 2", "max_epochs: 2\n  backend: ps\n  elastic: {}",
          "runner.elastic: runner.elastic needs Horovod, but runner.backend is ps"),
+        ("max_epochs: 2", "max_epochs: 2\n  backend: ps\n  precision: mixed_float16",
+         ":23:14: error: runner.precision: mixed_float16 needs loss scaling, which TensorFlow does not support"),
     ],
 )
 def test_semantic_checks(tmp_path: Path, old: str, new: str, expected: str) -> None:

@@ -26,6 +26,7 @@ from backends.base import Backend
 from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
 from dsl.engine.phases import Phase, plan_phases
+from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.resize import ShiftedSchedule, batches_done, schedule_offset
 from dsl.engine.rundir import MetricsFile
 from dsl.engine.watch import clear_done, mark_done
@@ -68,7 +69,7 @@ class Runner:
         self.jit_compile = use_jit(params["jit_compile"])
         self.traces: Counter = Counter()
         with backend.scope():
-            self.optimizer = self.modeler.optimizer(self.steps_per_epoch, backend.lr_scale())
+            self.optimizer = with_loss_scaling(self.modeler.optimizer(self.steps_per_epoch, backend.lr_scale()))
             self.optimizer.build(self.model.trainable_variables)
             self.metrics = {mode: self._fresh_metrics(mode) for mode in ("train", "val")}
             self._state = {
@@ -171,8 +172,8 @@ class Runner:
         self.hooks = sort_hooks([*self.hooks, hook])
 
     def state_variables(self) -> list[tf.Variable]:
-        """Every variable a restart must restore: model, optimizer (slots, step count), RNG."""
-        return (list(self.model.variables) + list(self.optimizer.variables)
+        """Every variable a restart must restore: model, optimizer (slots, step count, loss scale), RNG."""
+        return (list(self.model.variables) + list(self.optimizer.variables) + loss_scale_variables(self.optimizer)
                 + [generator.state for generator in self._generators])
 
     def position(self) -> dict[str, int]:
@@ -278,9 +279,7 @@ class Runner:
         self.resumed = path is not None
         self.restored_from = path
         # Every rank starts from the chief's weights and position (a restore may exist on one host only).
-        generator_states = [generator.state for generator in self._generators]
-        self.backend.broadcast(self.model.variables + self.optimizer.variables + list(self._state.values())
-                               + generator_states)
+        self.backend.broadcast(self.state_variables() + list(self._state.values()))
         self.step = int(self._state["step"].numpy())
         self.epoch = int(self._state["epoch"].numpy())
         self.data_position = int(self._state["data_position"].numpy())

@@ -13,6 +13,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from dsl.engine.precision import scaled_loss, unscaled_gradients
+
 
 def make_train_call(
     model: tf.keras.Model,
@@ -36,9 +38,10 @@ def make_train_call(
         with tf.GradientTape() as tape:
             logits = model(images, training=True)
             loss = modeler.loss(labels, logits, model)["loss"]
+            objective = scaled_loss(optimizer, loss)
         tape = wrap_tape(tape)
         variables = model.trainable_variables
-        gradients = tape.gradient(loss, variables)
+        gradients = unscaled_gradients(optimizer, tape.gradient(objective, variables))
         optimizer.apply_gradients(zip(gradients, variables))
         for metric in others.values():
             metric.update_state(labels, logits)
