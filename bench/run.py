@@ -29,11 +29,11 @@ ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "
 HOROVODRUN = ["horovodrun", "-np", "2", "--gloo"]
 
 
-def run_case(args: list[str], ranks: int = 1) -> dict:
+def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = ()) -> dict:
     """One case as a subprocess; its JSON line (rank 0's under horovodrun)."""
     command = [sys.executable, str(ROOT / "bench" / "cases.py"), *args, "--launched-at", str(time.time())]
     if ranks > 1:
-        command = [*HOROVODRUN, *command]
+        command = [*HOROVODRUN, *launcher_args, *command]
     result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=900)
     for line in result.stdout.splitlines():
         line = line.split("<stdout>:", 1)[-1]
@@ -59,6 +59,25 @@ def interleaved(cases: dict[str, tuple[list[str], int]], repeats: int) -> dict[s
 def ratio(results: dict[str, list[dict]], a: str, b: str) -> dict:
     """a/b per repetition (paired, since they ran side by side)."""
     return summary([x["images_per_second"] / y["images_per_second"] for x, y in zip(results[a], results[b])])
+
+
+def allreduce_times(cases: dict[str, tuple[list[str], int]], steps: int) -> dict[str, dict]:
+    """One more run of each multi-rank case with a Horovod timeline: allreduce time per step.
+
+    Separate runs, because writing the timeline slows the ranks a little: the throughput
+    figures come from the runs without it.
+    """
+    from timeline import allreduce_per_step
+
+    found = {}
+    for name, (args, ranks) in cases.items():
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "timeline.json"
+            run_case(args, ranks, ("--timeline-filename", str(path)))
+            found[name] = allreduce_per_step(path, steps)
+        print(f"  {name}: allreduce {found[name]['allreduce_ms_per_step']:.1f} ms/step, negotiation "
+              f"{found[name]['negotiate_ms_per_step']:.1f} ms/step", file=sys.stderr, flush=True)
+    return found
 
 
 def validate_speed(repeats: int) -> dict:
@@ -122,11 +141,14 @@ def main() -> None:
         "dslrun_bf16": (["--case", "dslrun", "--precision", "mixed_bfloat16", *single], 1),
     }, repeats)
     print("P1b/P2: two ranks", file=sys.stderr)
-    p2 = interleaved({
+    multi_rank = {
         "dslrun_np2": (["--case", "dslrun", *per_rank], 2),
         "hvd_loop_np2": (["--case", "hvd_loop", *per_rank], 2),
-        "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1),
-    }, repeats)
+    }
+    p2 = interleaved({**multi_rank, "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1)},
+                     repeats)
+    print("P2: allreduce time per step (Horovod timeline)", file=sys.stderr)
+    allreduce = allreduce_times(multi_rank, int(steps[1]) + int(steps[3]))
     results = {**p1, **p2}
     figures = {
         "P1 dslrun / fit": (ratio(results, "dslrun", "fit"), ">= 1.2"),
@@ -145,6 +167,7 @@ def main() -> None:
                          "peak_rss_mb": summary([r["peak_rss_mb"] for r in runs])}
                   for name, runs in results.items()},
         "ratios": {name: {**value, "goal": goal} for name, (value, goal) in figures.items()},
+        "allreduce": allreduce,
         **speed,
     }
     out = ROOT / "bench-results"
@@ -197,6 +220,14 @@ def markdown(report: dict) -> str:
     for name, case in report["cases"].items():
         lines.append(f"| {name} | {fmt(case['images_per_second'], 1)} | {fmt(case['startup_seconds'], 1)} | "
                      f"{fmt(case['peak_rss_mb'], 0)} |")
+    if report.get("allreduce"):
+        lines += ["", "Allreduce per training step, rank 0's Horovod timeline (one more run of each case, all "
+                  "steps): time in the exchange itself, and time negotiating (waiting until both ranks have "
+                  "the gradient ready; rank skew shows here). Spans of fused tensors overlap and are counted once.",
+                  "", "| case | allreduce, ms/step | negotiation, ms/step | allreduce spans |", "|---|---|---|---|"]
+        for name, times in report["allreduce"].items():
+            lines.append(f"| {name} | {times['allreduce_ms_per_step']:.1f} | {times['negotiate_ms_per_step']:.1f} | "
+                         f"{times['allreduce_spans']} |")
     return "\n".join(lines)
 
 

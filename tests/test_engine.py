@@ -44,6 +44,15 @@ def make_runner(tmp_path: Path, workflow: str = "[[train, 1], [val, 1]]", limit:
     return build_runner(load_pipeline(path), resume=False)
 
 
+@pytest.fixture
+def float32_afterwards() -> Any:
+    """Keras' precision policy is process-wide: put float32 back for the tests that follow."""
+    yield
+    import tensorflow as tf
+
+    tf.keras.mixed_precision.set_global_policy("float32")
+
+
 class Recorder(Hook):
     """Records every hook point it sees, tagged with its name."""
 
@@ -125,7 +134,7 @@ def test_elastic_settings_do_nothing_on_one_process(tmp_path: Path, capsys: pyte
     assert "runner.elastic has no effect on the local backend" in capsys.readouterr().err
 
 
-def test_mixed_bfloat16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path: Path) -> None:
+def test_mixed_bfloat16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path: Path, float32_afterwards: None) -> None:
     import math
 
     import tensorflow as tf
@@ -146,7 +155,7 @@ def test_mixed_bfloat16_computes_in_bfloat16_and_keeps_float32_weights(tmp_path:
                if isinstance(layer, tf.keras.layers.Dense))
 
 
-def test_mixed_float16_scales_the_loss_and_checkpoints_the_scale(tmp_path: Path) -> None:
+def test_mixed_float16_scales_the_loss_and_checkpoints_the_scale(tmp_path: Path, float32_afterwards: None) -> None:
     import math
 
     import tensorflow as tf
@@ -179,7 +188,7 @@ def test_mixed_float16_scales_the_loss_and_checkpoints_the_scale(tmp_path: Path)
     assert (float(restored_scale.numpy()), int(restored_good.numpy())) == (1024.0, 7)
 
 
-def test_an_overflowing_float16_step_is_skipped_and_halves_the_scale(tmp_path: Path) -> None:
+def test_an_overflowing_float16_step_is_skipped_and_halves_the_scale(tmp_path: Path, float32_afterwards: None) -> None:
     import numpy as np
     import tensorflow as tf
 
