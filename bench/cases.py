@@ -71,7 +71,7 @@ def report(args: argparse.Namespace, clock: Clock, world: int, rank: int, extra:
         "precision": args.precision,
         "images_per_second": args.steps * args.batch * world / seconds,
         "startup_seconds": clock.first - args.launched_at if args.launched_at else None,
-        "peak_rss_mb": peak_rss_mb(), **(extra or {}),
+        "peak_rss_mb": peak_rss_mb(), "timed_window": [clock.start, clock.end], **(extra or {}),
     }), flush=True)
 
 

@@ -2,10 +2,11 @@
 
 Horovod writes the timeline (`HOROVOD_TIMELINE=FILE`, rank 0 only) in Chrome's trace
 format: one trace "process" per tensor, and for each reduction a `NEGOTIATE_ALLREDUCE`
-span (waiting until every rank has the tensor ready: rank skew shows here) followed by an
-`ALLREDUCE` span (fusion-buffer copies and the Gloo/MPI exchange itself, nested inside).
-Tensors are fused and reduced together, so their spans overlap: the time is the union of
-the spans over all tensors, not their sum. The file is written while training runs and
+span followed by an `ALLREDUCE` span (fusion-buffer copies and the Gloo/MPI exchange
+itself, nested inside). Negotiation starts when rank 0's gradient is ready, which is
+during its backward pass, so its spans overlap compute and are not a cost of their own;
+the `ALLREDUCE` spans are the exchange. Tensors are fused and reduced together, so their
+spans overlap: the time is the union of the spans over all tensors, not their sum. The file is written while training runs and
 is cut off where the process stopped, so a missing closing bracket or a torn last event
 is tolerated.
 """
@@ -65,11 +66,35 @@ def union_seconds(intervals: list[tuple[float, float]]) -> float:
     return total / 1e6
 
 
-def allreduce_per_step(path: Path, steps: int) -> dict[str, float]:
-    """Milliseconds per step in allreduce and in negotiation (waiting for the other ranks)."""
-    spans = top_level_spans(read_events(path))
-    return {
-        "allreduce_ms_per_step": 1000 * union_seconds(spans.get("ALLREDUCE", [])) / steps,
-        "negotiate_ms_per_step": 1000 * union_seconds(spans.get("NEGOTIATE_ALLREDUCE", [])) / steps,
-        "allreduce_spans": len(spans.get("ALLREDUCE", [])),
-    }
+def start_epoch_micros(events: list[dict[str, Any]]) -> float | None:
+    """Wall-clock time (µs since the epoch) of the timeline's zero, from its first metadata event."""
+    for event in events:
+        start = (event.get("args") or {}).get("start_time_since_epoch_in_micros")
+        if start is not None:
+            return float(start)
+    return None
+
+
+def clip(intervals: list[tuple[float, float]], low: float, high: float) -> list[tuple[float, float]]:
+    """The parts of `intervals` inside [low, high]."""
+    return [(max(start, low), min(end, high)) for start, end in intervals if end > low and start < high]
+
+
+def allreduce_per_step(path: Path, steps: int, window: tuple[float, float] | None = None) -> dict[str, float]:
+    """Milliseconds per step spent in allreduce, within the timed `window` (wall-clock seconds).
+
+    Without a window the whole file counts (warm-up included, where the first step waits
+    for the slower rank's tracing). `steps` is the number of steps in the window.
+    """
+    events = read_events(path)
+    spans = top_level_spans(events).get("ALLREDUCE", [])
+    if window is not None:
+        zero = start_epoch_micros(events)
+        if zero is None:
+            raise ValueError(f"{path}: no start time in the timeline; cannot place the timed window")
+        spans = clip(spans, window[0] * 1e6 - zero, window[1] * 1e6 - zero)
+    figures = {"allreduce_ms_per_step": 1000 * union_seconds(spans) / steps, "allreduce_spans": len(spans)}
+    if window is not None:
+        step_ms = 1000 * (window[1] - window[0]) / steps
+        figures.update(step_ms=step_ms, allreduce_share=figures["allreduce_ms_per_step"] / step_ms)
+    return figures

@@ -48,8 +48,18 @@ def test_fused_tensors_count_once_and_nested_activities_are_inside() -> None:
 def test_per_step_figures(tmp_path: Path) -> None:
     path = tmp_path / "timeline.json"
     path.write_text(TIMELINE)
-    figures = allreduce_per_step(path, steps=2)
-    assert figures == {"allreduce_ms_per_step": 1.5, "negotiate_ms_per_step": 1.25, "allreduce_spans": 3}
+    assert allreduce_per_step(path, steps=2) == {"allreduce_ms_per_step": 1.5, "allreduce_spans": 3}
+
+
+def test_only_the_timed_window_counts(tmp_path: Path) -> None:
+    # The timeline's zero is 1 µs after the epoch; the window 0.004-0.010 s cuts the first
+    # fused span to its last 1000 µs and the second to its first 500 µs.
+    path = tmp_path / "timeline.json"
+    path.write_text(TIMELINE)
+    figures = allreduce_per_step(path, steps=3, window=(0.004001, 0.010001))
+    assert figures["allreduce_spans"] == 3
+    assert abs(figures["allreduce_ms_per_step"] - 0.5) < 1e-9  # (1.0 + 0.5) ms over 3 steps
+    assert abs(figures["step_ms"] - 2.0) < 1e-9 and abs(figures["allreduce_share"] - 0.25) < 1e-9
 
 
 def test_a_timeline_cut_off_mid_event_keeps_what_was_whole(tmp_path: Path) -> None:
