@@ -162,7 +162,7 @@ def parse_text(text: str, file: str, line_base: int = 0, col_base: int = 0) -> D
         return Document(None, SourceMap(root=Location(file, 1 + line_base, 1 + col_base)))
     builder.sources.set((), Origin(builder.loc(node.start_mark)))
     builder.sources.root = builder.loc(node.start_mark)
-    builder.refuse_bombs(node)
+    builder.refuse_bombs(node)  # before building: the one place the value count is limited
     value = builder.build(node, (), 0)
     return Document(value, builder.sources, builder.diagnostics)
 
@@ -317,15 +317,7 @@ class _Builder:
             raise LoadError([exc.diagnostic]) from None
 
     def _build(self, node: Node, path: JsonPath, depth: int) -> Any:
-        self.count += 1
-        if self.count > MAX_VALUES:
-            raise _TooBig(
-                Diagnostic.at(
-                    self.loc(node.start_mark),
-                    path,
-                    _TOO_MANY,
-                )
-            )
+        self.count += 1  # values built; `refuse_bombs` has bounded it by MAX_VALUES already
         if depth > MAX_DEPTH:
             raise _TooBig(Diagnostic.at(self.loc(node.start_mark), path, f"values are nested more than {MAX_DEPTH} levels deep"))
         if id(node) in self.active:
