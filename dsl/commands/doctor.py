@@ -4,6 +4,9 @@ Reports TensorFlow, Keras, Horovod (frameworks, controllers, tensor operations â
 `horovodrun --check-build` shows), the MPI implementation, mpi4py and GPUs. Exits 1 when
 the stack cannot train: no TensorFlow, or TensorFlow >= 2.16 / Keras 3, with which
 Horovod 0.28.1 neither builds nor runs.
+
+`dslrun doctor --hosts hostA,hostB [PIPELINE]` checks the hosts of a job instead, over ssh
+(dsl.preflight): one table row per host, then one line per problem, exit 1 if any.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import sys
 from typing import Any
 
 import click
+
+from dsl.commands._common import set_option
+from dsl.commands._hosts import make_ssh, ssh_options
 
 
 def _version(module: str) -> str | None:
@@ -90,9 +96,28 @@ def _mark(flag: bool) -> str:
 
 
 @click.command("doctor")
+@click.argument("pipeline", metavar="[PIPELINE]", required=False, type=click.Path(dir_okay=False))
+@set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-def command(as_json: bool) -> None:
-    """Check the training stack (TensorFlow, Keras, Horovod, MPI, GPUs)."""
+@click.option("-H", "--hosts", default=None, metavar="HOSTA,HOSTB",
+              help="Check these hosts over ssh instead of this machine (with PIPELINE: its data and model_dir too).")
+@click.option("--network-interfaces", default=None, metavar="NICS",
+              help="With --hosts: interfaces (comma-separated) that must be up with an address on every host.")
+@click.option("--ports", default=None, metavar="PORTS",
+              help="With --hosts: fixed TCP ports (comma-separated) the job uses, which must be free on every host.")
+@ssh_options
+def command(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts: str | None,
+            network_interfaces: str | None, ports: str | None, **ssh: Any) -> None:
+    """Check the training stack (TensorFlow, Keras, Horovod, MPI, GPUs), or with --hosts the hosts of a job."""
+    if hosts is not None:
+        from dsl.commands._doctor_hosts import check
+
+        sys.exit(check(pipeline, overrides, as_json, hosts, network_interfaces, ports, make_ssh(**ssh)))
+    given = [name for name, value in (("PIPELINE", pipeline), ("--set", overrides), ("--network-interfaces",
+             network_interfaces), ("--ports", ports), ("--ssh-port", ssh["ssh_port"]),
+             ("--ssh-identity-file", ssh["ssh_identity_file"]), ("--ssh-config", ssh["ssh_config"])) if value]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only make sense with --hosts (dslrun doctor --hosts hostA,hostB PIPELINE)")
     facts, problems = collect()
     if as_json:
         import json

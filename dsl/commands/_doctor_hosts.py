@@ -1,0 +1,46 @@
+"""`dslrun doctor --hosts`: the command-line side of dsl.preflight (table, problem lines, JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from dsl.commands._common import load_or_exit
+from dsl.commands._hosts import Ssh, parse_hosts, parse_interfaces
+
+
+def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts_text: str,
+          interfaces_text: str | None, ports_text: str | None, ssh: Ssh) -> int:
+    """Run the preflight and print it; the exit status (1 when any host has a problem)."""
+    from dsl import preflight
+
+    hosts = parse_hosts(hosts_text, "--hosts", allow_slots=True)
+    request = preflight.Request(hosts, ssh, interfaces=parse_interfaces(interfaces_text), ports=parse_ports(ports_text))
+    if pipeline is not None:
+        resolved = load_or_exit(pipeline, overrides)
+        request.files = preflight.data_items(resolved, preflight.pipeline_files(pipeline), request.cwd)
+        request.model_dir = os.path.normpath(os.path.join(request.cwd, str(resolved["runner"]["model_dir"])))
+    reference, reports = preflight.check_hosts(request)
+    problems = [line for report in reports for line in report.lines()]
+    if as_json:
+        click.echo(json.dumps({"reference": reference, "hosts": [r.as_json() for r in reports],
+                               "problems": problems}, indent=2))
+    else:
+        click.echo(preflight.format_table(reports))
+    for line in problems:
+        click.echo(f"dslrun doctor: {line}", err=True)
+    return 1 if problems else 0
+
+
+def parse_ports(text: str | None) -> list[int]:
+    if not text:
+        return []
+    ports = []
+    for word in text.split(","):
+        word = word.strip()
+        if not word.isdigit() or not 1 <= int(word) <= 65535:
+            raise click.BadParameter(f"{word!r} is not a TCP port (1-65535)", param_hint="--ports")
+        ports.append(int(word))
+    return ports
