@@ -308,7 +308,7 @@ def check_hosts(request: Request) -> tuple[dict[str, Any], list[HostReport]]:
     return reference, list(reports.values())
 
 
-def _parallel(function: Callable[[str], Any], hosts: Sequence[str]) -> dict[str, Any]:
+def for_each_host(function: Callable[[str], Any], hosts: Sequence[str]) -> dict[str, Any]:
     """host -> function(host), or the HostError it raised; all hosts at once."""
 
     def guarded(host: str) -> Any:
@@ -351,7 +351,7 @@ def _gather_facts(request: Request, token: dict[str, str] | None) -> tuple[dict[
     local: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: local.update(run_local_probe({"action": "facts"})))
     thread.start()
-    answers = _parallel(ask, request.hosts)
+    answers = for_each_host(ask, request.hosts)
     thread.join()
     return local.get("packages", {}), answers
 
@@ -416,7 +416,7 @@ def _judge_connections(request: Request, reports: dict[str, HostReport], answers
         return
     interface = reports[hosts[0]].cells["interface"].split(",")[0]
     addresses = {host: _ipv4_first(usable_interfaces(answers[host]["interfaces"])[interface]) for host in hosts}
-    listeners = _parallel(lambda host: Listener(request, host), hosts)
+    listeners = for_each_host(lambda host: Listener(request, host), hosts)
     try:
         open_ = {host: listener for host, listener in listeners.items() if not isinstance(listener, HostError)}
         for host, listener in listeners.items():
@@ -427,7 +427,7 @@ def _judge_connections(request: Request, reports: dict[str, HostReport], answers
             targets = [[other, addresses[other], open_[other].port] for other in open_ if other != host]
             return run_probe(request.ssh, host, {"action": "connect", "cwd": request.cwd, "targets": targets}, timeout=60)
 
-        results = _parallel(connect, hosts)
+        results = for_each_host(connect, hosts)
     finally:
         for listener in listeners.values():
             if not isinstance(listener, HostError):

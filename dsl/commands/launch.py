@@ -1,8 +1,10 @@
-"""`dslrun launch --backend ps --workers N --ps M FILE`: a whole parameter-server cluster here.
+"""`dslrun launch --backend ps --workers N --ps M [--hosts A,B] FILE`: a whole parameter-server cluster.
 
 One process per task (chief, workers, ps, optionally an evaluator), each running the same
-`python -m dsl run FILE` with its own TF_CONFIG on free loopback ports. Their output is
-streamed with a task prefix (`[chief] ...`, `[worker:0] ...`).
+`python -m dsl run FILE` with its own TF_CONFIG: here on free loopback ports, or with
+`--hosts` spread over those hosts through ssh, on free ports each host names
+(dsl.commands._launch_hosts: placement, addresses, environment). Their output is streamed
+with a task prefix (`[chief] ...`, `[worker:0] ...`) either way.
 
 Tear-down, so that no process outlives the launcher:
 - the chief's exit ends the job (workers and ps serve forever otherwise); its status is the
@@ -11,7 +13,11 @@ Tear-down, so that no process outlives the launcher:
 - SIGTERM/SIGINT to the launcher: the chief gets SIGTERM (it saves a checkpoint), then
   every task is terminated, and killed after `--grace-seconds`;
 - each task runs in its own process group and is started with PR_SET_PDEATHSIG, so the
-  kernel kills it even when the launcher itself is killed with SIGKILL.
+  kernel kills it even when the launcher itself is killed with SIGKILL;
+- a task on another host runs under a small wrapper (dsl.commands._remote_task): signals
+  reach it as lines on its ssh connection, and when that connection closes (the launcher
+  or its ssh client died) the wrapper stops the task, SIGTERM then SIGKILL after
+  `--grace-seconds`, so nothing is left on any host.
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ from typing import IO, Any
 import click
 
 from dsl.commands._common import echo_err, load_or_exit, set_option
+from dsl.commands._hosts import Ssh, make_ssh, parse_hosts, parse_interfaces, ssh_options
 
 _PR_SET_PDEATHSIG = 1
+REMOTE_KILL_SECONDS = 10.0
 
 
 @dataclass
 class Task:
-    """One process of the cluster."""
+    """One process of the cluster: here, or on `host` through ssh and dsl.commands._remote_task."""
 
     role: str
     index: int
@@ -47,10 +55,41 @@ class Task:
     env: dict[str, str]
     process: subprocess.Popen | None = None
     reader: threading.Thread | None = field(default=None, repr=False)
+    host: str | None = None
 
     @property
     def label(self) -> str:
         return "chief" if self.role == "chief" else f"{self.role}:{self.index}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        """Signal the task's process group: here directly, on a host through the wrapper's stdin."""
+        if not self.running:
+            return
+        assert self.process is not None
+        if self.host is None:
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                pass
+            return
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(f"{signal.Signals(signum).name[3:]}\n".encode())
+            self.process.stdin.flush()
+        except (OSError, ValueError):  # the connection is gone: ending ssh makes the far side stop the task
+            self.end_local()
+
+    def end_local(self) -> None:
+        """SIGKILL the local process group: the task itself, or the ssh client of a remote task."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -113,7 +152,8 @@ class Cluster:
     def start(self) -> None:
         for task in self.tasks:
             task.process = subprocess.Popen(
-                task.command, env=task.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                task.command, env=task.env, stdin=subprocess.PIPE if task.host else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
             )
             task.reader = threading.Thread(target=self._stream, args=(task,), daemon=True)
@@ -146,11 +186,7 @@ class Cluster:
         return None
 
     def signal_task(self, task: Task, signum: int) -> None:
-        if task.process is not None and task.process.poll() is None:
-            try:
-                os.killpg(task.process.pid, signum)
-            except ProcessLookupError:
-                pass
+        task.signal(signum)
 
     def wait(self, tasks: list[Task], seconds: float) -> bool:
         """Wait up to `seconds` for `tasks` to end; True when they all did."""
@@ -168,16 +204,15 @@ class Cluster:
             self.signal_task(task, signal.SIGTERM)
         if not self.wait(tasks, self.grace_seconds):
             for task in tasks:
-                if task.process is not None and task.process.poll() is None:
+                if task.running:
                     self.say(f"{task.label} did not stop within {self.grace_seconds:g} s; killing it")
                 self.signal_task(task, signal.SIGKILL)
+            # A remote task's wrapper reports the kill by ending; give the order time to travel.
+            self.wait([task for task in tasks if task.host], REMOTE_KILL_SECONDS)
         for task in tasks:
             if task.process is not None:
                 # The group may hold more than the task itself: make sure nothing of it is left.
-                try:
-                    os.killpg(task.process.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                task.end_local()
                 task.process.wait()
         for task in tasks:
             if task.reader is not None:
@@ -233,17 +268,58 @@ def _after_chief(cluster: Cluster, code: int, evaluator_timeout: float) -> int:
               help="How long tasks may take to stop after SIGTERM before they are killed.")
 @click.option("--evaluator-timeout", type=click.FloatRange(min=0), default=600.0, show_default=True,
               help="How long the evaluator may still run after the chief finished.")
+@click.option("-H", "--hosts", default=None, metavar="HOSTA,HOSTB",
+              help="Spread the tasks over these hosts (ssh; chief on the first) instead of running them here.")
+@click.option("--network-interfaces", default=None, metavar="NICS",
+              help="With --hosts: give TF_CONFIG the address of the first of these interfaces on each host "
+                   "(default: the address ssh reached).")
+@click.option("-x", "--env", "env_vars", multiple=True, metavar="NAME[=VALUE]",
+              help="With --hosts: also pass this environment variable to every task (repeatable).")
+@ssh_options
 def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, num_ps: int, evaluator: bool,
-            grace_seconds: float, evaluator_timeout: float) -> None:
-    """Start a local parameter-server cluster that trains FILE; every task's output is prefixed with its name."""
+            grace_seconds: float, evaluator_timeout: float, hosts: str | None, network_interfaces: str | None,
+            env_vars: tuple[str, ...], **ssh: Any) -> None:
+    """Start a parameter-server cluster that trains FILE, here or across --hosts; every task's output is
+    prefixed with its name."""
+    if hosts is None:
+        given = [name for name, value in (("--network-interfaces", network_interfaces), ("--env", env_vars),
+                 ("--ssh-port", ssh["ssh_port"]), ("--ssh-identity-file", ssh["ssh_identity_file"]),
+                 ("--ssh-config", ssh["ssh_config"])) if value]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only make sense with --hosts")
+    host_names = parse_hosts(hosts) if hosts is not None else None
     spec = load_or_exit(path, (*overrides, "runner.backend=ps", "runner.ps.mode=cluster"))
     model_dir = spec["runner"].get("model_dir")
-    if model_dir:
-        from dsl.engine.watch import clear_done
+    if host_names is None:
+        if model_dir:
+            from dsl.engine.watch import clear_done
 
-        clear_done(Path(model_dir))  # a finished earlier run's marker would stop the evaluator at once
-    cluster = Cluster(plan_tasks(path, overrides, cluster_spec(workers, num_ps), evaluator), grace_seconds)
+            clear_done(Path(model_dir))  # a finished earlier run's marker would stop the evaluator at once
+        tasks = plan_tasks(path, overrides, cluster_spec(workers, num_ps), evaluator)
+    else:
+        tasks = _remote_tasks(path, overrides, host_names, workers, num_ps, evaluator, grace_seconds, model_dir,
+                              network_interfaces, env_vars, make_ssh(**ssh))
+    cluster = Cluster(tasks, grace_seconds)
     sys.exit(_supervise(cluster, evaluator_timeout))
+
+
+def _remote_tasks(path: str, overrides: tuple[str, ...], hosts: list[str], workers: int, num_ps: int,
+                  evaluator: bool, grace: float, model_dir: str | None, network_interfaces: str | None,
+                  env_vars: tuple[str, ...], ssh: Ssh) -> list[Task]:
+    """The tasks placed on the hosts; a host that cannot take them ends the launch, named, before any starts."""
+    from dsl.commands import _launch_hosts
+    from dsl.preflight import pipeline_files
+
+    env = _launch_hosts.forwarded_env(pipeline_files(path), env_vars)
+    try:
+        return _launch_hosts.plan_remote_tasks(path, overrides, hosts, workers, num_ps, evaluator, ssh,
+                                               parse_interfaces(network_interfaces), env, grace, model_dir)
+    except _launch_hosts.HostErrors as exc:
+        for error in exc.errors:
+            echo_err(f"dslrun launch: {error}")
+        echo_err(f"dslrun launch: nothing was started; check the hosts with "
+                 f"`dslrun doctor --hosts {','.join(hosts)} {path}`")
+        sys.exit(1)
 
 
 def _supervise(cluster: Cluster, evaluator_timeout: float) -> int:
@@ -255,7 +331,7 @@ def _supervise(cluster: Cluster, evaluator_timeout: float) -> int:
     previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         cluster.start()
-        cluster.say(" ".join(f"{t.label}={t.process.pid}" for t in cluster.tasks if t.process))
+        cluster.say(" ".join(f"{t.label}={t.host or t.process.pid}" for t in cluster.tasks if t.process))
         return run_cluster(cluster, evaluator_timeout)
     except _Interrupted as exc:
         for sig in previous:
