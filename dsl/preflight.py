@@ -349,10 +349,19 @@ def _gather_facts(request: Request, token: dict[str, str] | None) -> tuple[dict[
         return run_probe(request.ssh, host, {**base, **extra})
 
     local: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: local.update(run_local_probe({"action": "facts"})))
+
+    def ask_here() -> None:
+        try:
+            local.update(run_local_probe({"action": "facts"}))
+        except (HostError, OSError, subprocess.SubprocessError) as exc:
+            local["error"] = str(exc)
+
+    thread = threading.Thread(target=ask_here)
     thread.start()
     answers = for_each_host(ask, request.hosts)
     thread.join()
+    if "error" in local:
+        raise HostError("this machine", f"cannot list its own stack to compare with: {local['error']}", "versions")
     return local.get("packages", {}), answers
 
 

@@ -8,7 +8,7 @@ import os
 import click
 
 from dsl.commands._common import load_or_exit
-from dsl.commands._hosts import Ssh, parse_hosts, parse_interfaces
+from dsl.commands._hosts import HostError, Ssh, parse_hosts, parse_interfaces
 
 
 def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts_text: str,
@@ -22,7 +22,11 @@ def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts
         resolved = load_or_exit(pipeline, overrides)
         request.files = preflight.data_items(resolved, preflight.pipeline_files(pipeline), request.cwd)
         request.model_dir = os.path.normpath(os.path.join(request.cwd, str(resolved["runner"]["model_dir"])))
-    reference, reports = preflight.check_hosts(request)
+    try:
+        reference, reports = preflight.check_hosts(request)
+    except HostError as exc:
+        click.echo(f"dslrun doctor: {exc}", err=True)
+        return 1
     problems = [line for report in reports for line in report.lines()]
     if as_json:
         click.echo(json.dumps({"reference": reference, "hosts": [r.as_json() for r in reports],
