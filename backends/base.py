@@ -45,8 +45,9 @@ class Backend:
         """The compiled `train_call(iterator, num_steps)`; see dsl.engine.steps."""
         from dsl.engine.steps import make_train_call
 
+        average = self.average_across_replicas if self.placement.world_size > 1 else None
         return make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
-                               self.wrap_tape, runner.jit_compile, runner.traces)
+                               self.wrap_tape, runner.jit_compile, runner.traces, average)
 
     def make_eval_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
         """The compiled `eval_call(iterator, num_steps)`; see dsl.engine.steps."""
@@ -74,8 +75,20 @@ class Backend:
     def broadcast(self, variables: list[Any]) -> None:
         """Make every replica hold the chief's values of `variables`; nothing to do here."""
 
-    def reduce_metrics(self, values: dict[str, float]) -> dict[str, float]:
-        """Average of each value across replicas; a single process already has it."""
+    def prepare_model(self, model: Any) -> Any:
+        """The network this backend trains, given the one the pipeline built (Horovod may swap
+        its batch-norm layers for synchronised ones); unchanged here."""
+        return model
+
+    def average_across_replicas(self, tensors: list[Any]) -> list[Any]:
+        """Each tensor's element-wise average over the replicas, inside a compiled call (the
+        shared train call reconciles batch-norm statistics with it); unchanged with one."""
+        return tensors
+
+    def reduce_metrics(self, values: dict[str, float], weight: float = 1.0) -> dict[str, float]:
+        """Each value averaged across replicas, weighted by `weight` (e.g. the examples this
+        replica evaluated, so unequal shards count for what they hold); a single process
+        already has it."""
         return dict(values)
 
     def max_across_ranks(self, value: int) -> int:

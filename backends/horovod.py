@@ -152,15 +152,28 @@ class HorovodBackend(Backend):
             return
         self.hvd.broadcast_variables(variables, root_rank=0)
 
-    def reduce_metrics(self, values: dict[str, float]) -> dict[str, float]:
+    def prepare_model(self, model: Any) -> Any:
+        if not self.settings.get("sync_batch_norm"):
+            return model
+        from horovod.tensorflow import SyncBatchNormalization
+
+        from backends._sync_batch_norm import convert_batch_norm
+
+        return convert_batch_norm(model, SyncBatchNormalization)
+
+    def average_across_replicas(self, tensors: list[Any]) -> list[Any]:
+        return list(self.hvd.grouped_allreduce(tensors, op=self.hvd.Average, name="dslrun_replica_state"))
+
+    def reduce_metrics(self, values: dict[str, float], weight: float = 1.0) -> dict[str, float]:
         import tensorflow as tf
 
         names = sorted(values)
         if not names:
             return {}
-        averaged = self.hvd.allreduce(tf.constant([values[n] for n in names], tf.float64), op=self.hvd.Average,
-                                      name="dslrun_metrics")
-        return dict(zip(names, (float(v) for v in averaged.numpy())))
+        # Sum of weight * value and of the weights: a weighted mean, equal weights an average.
+        weighted = [values[n] * weight for n in names] + [weight]
+        sums = self.hvd.allreduce(tf.constant(weighted, tf.float64), op=self.hvd.Sum, name="dslrun_metrics").numpy()
+        return {name: float(total / sums[-1]) for name, total in zip(names, sums[:-1])}
 
     def max_across_ranks(self, value: int) -> int:
         import tensorflow as tf

@@ -74,6 +74,16 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
                 "minimum": 0,
                 "default": 0,
             },
+            "sync_batch_norm": {
+                "description": (
+                    "Compute batch-norm statistics over the global batch (all ranks) in every training "
+                    "step (Horovod's SyncBatchNormalization): for small per-rank batches. Costs one "
+                    "allreduce per batch-norm layer and step. Off: each rank normalises with its own "
+                    "batch, and the moving statistics are averaged across ranks after every call."
+                ),
+                "type": "boolean",
+                "default": False,
+            },
             "fusion_threshold_mb": {
                 "description": "Tensor fusion buffer in MiB (HOROVOD_FUSION_THRESHOLD); null: Horovod's 64.",
                 "type": ["number", "null"],

@@ -156,6 +156,51 @@ def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, dat
     assert moved > 1e-3
 
 
+BN_NETWORK = "{type: simple_cnn, filters: [8, 16], dense_units: 32, batch_norm: true}"
+
+
+def test_batch_norm_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path: Path, data: Path) -> None:
+    """2 x 32 against 1 x 64 on a network with batch normalisation, the same 64 examples per
+    step (no augmentation, no shuffling, no lr scaling), after 8 steps.
+
+    - `runner.horovod.sync_batch_norm`: the batch statistics are those of all 64 examples,
+      so trainable weights and moving statistics agree to atol 3e-3 (measured: 7.6e-4 at
+      most). Not closer, because this short run amplifies rounding: a 1e-7 nudge to one
+      kernel of the one-process run grows to 3e-4 in the same 8 steps (float32 sums here
+      run in another order, and the variance is E[x^2] - E[x]^2).
+    - Without it each rank normalises with its own 32 examples and the moving statistics
+      are averaged across ranks after every call: the ranks agree exactly (the digest),
+      and stay within atol 8e-2 of one process (measured: 3.2e-2), farther than sync BN.
+    Four more steps move the weights by more than 1e-1: the tolerances mean something.
+    """
+    common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "none",
+              "network": BN_NETWORK}
+    one = pipeline(tmp_path, data, "one", batch=64, **common)
+    result = subprocess.run([sys.executable, "-m", "dsl", str(one)], capture_output=True, text=True, env=ENV,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name, sync in (("sync", "true"), ("plain", "false")):
+        two = pipeline(tmp_path, data, name, batch=32, **common)
+        result = launch([*LAUNCHERS["gloo"], "dslrun", str(two), "--set", f"runner.horovod.sync_batch_norm={sync}"])
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert "identical on all 2 ranks" in result.stderr
+
+    single = checkpoint_arrays(tmp_path / "run-one" / "checkpoints" / "ckpt-8")
+    earlier = checkpoint_arrays(tmp_path / "run-one" / "checkpoints" / "ckpt-4")
+    synced = checkpoint_arrays(tmp_path / "run-sync" / "checkpoints" / "ckpt-8")
+    plain = checkpoint_arrays(tmp_path / "run-plain" / "checkpoints" / "ckpt-8")
+    assert any("moving_variance" in name for name in single) and single.keys() == synced.keys() == plain.keys()
+    for name in single:
+        np.testing.assert_allclose(synced[name], single[name], rtol=0, atol=3e-3, err_msg=name)
+        np.testing.assert_allclose(plain[name], single[name], rtol=0, atol=8e-2, err_msg=name)
+
+    def farthest(arrays: dict) -> float:
+        return max(float(np.max(np.abs(arrays[n] - single[n]))) for n in single)
+
+    assert farthest(synced) < farthest(plain)
+    assert farthest(earlier) > 1e-1
+
+
 def test_a_killed_rank_ends_the_job_quickly_naming_it(tmp_path: Path, data: Path) -> None:
     path = pipeline(tmp_path, data, epochs=500)
     process = subprocess.Popen([*LAUNCHERS["gloo"], "dslrun", str(path)], stdout=subprocess.PIPE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,10 +87,12 @@ def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> A
     return lookup(kind, params["type"]).builder(params, context)
 
 
-def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scope: Any = None) -> CompiledPipeline:
+def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scope: Any = None,
+                     prepare_model: Callable[[Any], Any] | None = None) -> CompiledPipeline:
     """Build inputter, augmenter, network, modeler and callbacks for this process.
 
-    `scope` (the backend's) is entered while the network and modeler create variables.
+    `scope` (the backend's) is entered while the network and modeler create variables;
+    `prepare_model` (the backend's) may replace the network's layers before anything uses it.
     """
     import contextlib
 
@@ -111,6 +114,8 @@ def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scop
     augmenter = build_section("augmenter", spec.get("augmenter") or {"type": "none"}, context)
     with scope if scope is not None else contextlib.nullcontext():
         model = build_section("network", spec["network"], context)
+        if prepare_model is not None:
+            model = prepare_model(model)
         modeler = build_section("modeler", spec["modeler"], context)
     hooks = sort_hooks([build_section("callback", params, context) for params in spec.get("callbacks", [])])
     return CompiledPipeline(spec, context, inputter, augmenter, model, modeler, hooks)

@@ -15,7 +15,7 @@ def build_runner(spec: dict[str, Any], *, resume: bool = True, resume_from: str 
     backend = select_backend(spec["runner"])
     backend.setup()
     seed = configure_tensorflow(spec)
-    compiled = compile_pipeline(spec, backend.placement, seed, backend.scope())
+    compiled = compile_pipeline(spec, backend.placement, seed, backend.scope(), backend.prepare_model)
     return Runner(compiled, backend, seed=seed, resume=resume, resume_from=resume_from)
 
 

@@ -327,14 +327,15 @@ class Runner:
         """One pass over `mode`'s data with the current weights; the values averaged across ranks."""
         for metric in self.metrics["val"].values():
             metric.reset_state()
-        steps = self._eval_steps(mode, max_steps)
+        steps, examples = self._eval_share(mode, max_steps)
         if steps == 0:
             raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
         iterator = self.backend.make_iterator(lambda: self.inputter.dataset(
             mode, self.augmenter.eval, self.backend.num_shards, self.backend.shard_index, seed=self.seed
         ))
         outputs = self._eval_call(iterator, tf.constant(steps, tf.int32))
-        return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()})
+        # Weighted by the examples each rank evaluated: N ranks report what one process would.
+        return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()}, weight=examples)
 
     # ------------------------------------------------------------------------ internals
     def _train_workflow(self) -> None:
@@ -475,11 +476,17 @@ class Runner:
         return (self.seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
 
     def _eval_steps(self, mode: str, max_steps: int | None) -> int:
+        return self._eval_share(mode, max_steps)[0]
+
+    def _eval_share(self, mode: str, max_steps: int | None) -> tuple[int, int]:
+        """This rank's eval batches and the examples they hold (`max_steps` may cut both)."""
         total = self.inputter.num_examples(mode)
         world, rank = self.backend.num_shards, self.backend.shard_index
         mine = (total - rank + world - 1) // world  # examples of this rank's shard
         steps = -(-mine // self.batch_size)
-        return min(steps, max_steps) if max_steps else steps
+        if max_steps:
+            steps = min(steps, max_steps)
+        return steps, min(mine, steps * self.batch_size)
 
     def _fresh_metrics(self, mode: str) -> dict[str, Any]:
         metrics = {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss")}

@@ -14,6 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from dsl.engine.precision import scaled_loss, unscaled_gradients
+from dsl.engine.replicas import Average, reconcile, replica_local_variables
 
 
 def make_train_call(
@@ -24,12 +25,15 @@ def make_train_call(
     wrap_tape: Callable[[tf.GradientTape], Any],
     jit_compile: bool,
     traces: Counter,
+    average: Average | None = None,
 ) -> Callable[[Any, tf.Tensor], dict[str, tf.Tensor]]:
     """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
 
     `metrics['loss']` is a Mean of the per-step loss; the others are updated with
     (labels, logits). The call returns the mean loss of its own steps, the running value of
-    every other metric, and the learning rate the last step used.
+    every other metric, and the learning rate the last step used. With several replicas,
+    `average` (the backend's) reconciles the state each replica updated from its own data,
+    such as batch-norm statistics, at the end of the call (see dsl.engine.replicas).
     """
     loss_metric = metrics["loss"]
     others = {name: metric for name, metric in metrics.items() if name != "loss"}
@@ -58,6 +62,8 @@ def make_train_call(
         for _ in tf.range(num_steps):
             images, labels = next(iterator)
             total += tf.cast(step(images, labels), tf.float32)
+        if average is not None:
+            reconcile(replica_local_variables(model), average)
         outputs = {"loss": total / tf.cast(num_steps, tf.float32)}
         outputs.update({name: metric.result() for name, metric in others.items()})
         outputs["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)

@@ -1,0 +1,54 @@
+"""Swap a network's BatchNormalization layers for synchronised ones (`runner.horovod.sync_batch_norm`).
+
+With small per-rank batches each rank's batch statistics are noisy, and the average of
+per-rank variances misses the spread between the ranks' means. A synchronised layer
+computes the mean and variance of the whole global batch in every training step (one
+allreduce per layer and step), so N ranks of b examples normalise as one process of N*b.
+
+The network is rebuilt with `tf.keras.models.clone_model` (the pipeline's networks are
+Keras functional models; nested functional models are rebuilt too), every layer keeping
+its name, so variable names and checkpoints are unchanged, and the weights the network
+was built with (a loaded weights file included) are copied over. Imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from dsl.errors import DslError
+
+BatchNormalization = tf.keras.layers.BatchNormalization
+
+
+def convert_batch_norm(model: tf.keras.Model, synced_class: type) -> tf.keras.Model:
+    """`model` with every plain BatchNormalization layer made an instance of `synced_class`
+    (same configuration and weights); the model itself when it has none."""
+    if not any(type(layer) is BatchNormalization for layer in model.submodules):
+        return model
+    if not _is_graph_network(model):
+        raise DslError(
+            f"runner.horovod.sync_batch_norm: the network {model.name!r} is not a Keras functional or "
+            "Sequential model, so its batch-norm layers cannot be swapped; set sync_batch_norm: false"
+        )
+    converted = _clone(model, synced_class)
+    converted.set_weights(model.get_weights())
+    return converted
+
+
+def _clone(model: tf.keras.Model, synced_class: type) -> tf.keras.Model:
+    def clone_layer(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
+        if type(layer) is BatchNormalization:
+            # Synchronised statistics are computed op by op: there is no fused kernel for them.
+            return synced_class(**{**layer.get_config(), "fused": False})
+        if isinstance(layer, tf.keras.Model) and _is_graph_network(layer):
+            return _clone(layer, synced_class)
+        return layer.__class__.from_config(layer.get_config())
+
+    return tf.keras.models.clone_model(model, clone_function=clone_layer)
+
+
+def _is_graph_network(model: Any) -> bool:
+    """Functional and Sequential models can be rebuilt from their config; subclassed ones cannot."""
+    return bool(getattr(model, "_is_graph_network", False))
