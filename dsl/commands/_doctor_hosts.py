@@ -27,6 +27,9 @@ def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts
     except HostError as exc:
         click.echo(f"dslrun doctor: {exc}", err=True)
         return 1
+    except KeyboardInterrupt:
+        click.echo("dslrun doctor: interrupted", err=True)
+        return 130
     problems = [line for report in reports for line in report.lines()]
     if as_json:
         click.echo(json.dumps({"reference": reference, "hosts": [r.as_json() for r in reports],

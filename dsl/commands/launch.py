@@ -320,6 +320,9 @@ def _remote_tasks(path: str, overrides: tuple[str, ...], hosts: list[str], worke
         echo_err(f"dslrun launch: nothing was started; check the hosts with "
                  f"`dslrun doctor --hosts {','.join(hosts)} {path}`")
         sys.exit(1)
+    except KeyboardInterrupt:
+        echo_err("dslrun launch: interrupted while asking the hosts for ports; nothing was started")
+        sys.exit(128 + signal.SIGINT)
 
 
 def _supervise(cluster: Cluster, evaluator_timeout: float) -> int:
