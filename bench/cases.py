@@ -42,6 +42,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--inter", type=int, default=0, help="inter-op threads (0: dslrun's default)")
     parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"],
                         help="runner.precision of the dslrun case")
+    parser.add_argument("--sync-bn", action="store_true", help="runner.horovod.sync_batch_norm of the dslrun case")
+    parser.add_argument("--no-reconcile", action="store_true",
+                        help="dslrun case without the per-call averaging of batch-norm statistics (to measure it)")
     parser.add_argument("--launched-at", type=float, default=0.0)
     return parser.parse_args()
 
@@ -94,6 +97,7 @@ runner:
   inter_op_threads: {inter}
   lr_scaling: none
   precision: {precision}
+  horovod: {{sync_batch_norm: {sync_bn}}}
 """
 
 
@@ -121,8 +125,15 @@ def run_dslrun(args: argparse.Namespace) -> None:
         path = Path(run) / "bench.yaml"
         path.write_text(PIPELINE.format(inputter=inputter, augmenter=augmenter, depth=args.depth, run=run,
                                         iters=args.warmup + args.steps, threads=args.threads or "null",
-                                        inter=args.inter or "null", precision=args.precision))
+                                        inter=args.inter or "null", precision=args.precision,
+                                        sync_bn="true" if args.sync_bn else "false"))
         from dsl.engine.launch import build_runner
+
+        if args.no_reconcile:
+            # The measuring instrument only: nothing to average, so no allreduce is issued.
+            import dsl.engine.steps
+
+            dsl.engine.steps.replica_local_variables = lambda model: []
 
         runner = build_runner(load_pipeline(path), resume=False)
         runner.hooks.append(Timer())

@@ -153,7 +153,9 @@ def main() -> None:
         "dslrun_np2": (["--case", "dslrun", *per_rank], 2),
         "hvd_loop_np2": (["--case", "hvd_loop", *per_rank], 2),
     }
-    p2 = interleaved({**multi_rank, "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1)},
+    p2 = interleaved({**multi_rank, "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1),
+                      "dslrun_np2_no_reconcile": (["--case", "dslrun", "--no-reconcile", *per_rank], 2),
+                      "dslrun_np2_sync_bn": (["--case", "dslrun", "--sync-bn", *per_rank], 2)},
                      repeats)
     print("P2: allreduce time per step (Horovod timeline)", file=sys.stderr)
     allreduce = allreduce_times(multi_rank, int(steps[3]))
@@ -166,6 +168,9 @@ def main() -> None:
         "P1b dslrun np2 / hand-written Horovod np2": (ratio(results, "dslrun_np2", "hvd_loop_np2"), ">= 1.1"),
         "P2 dslrun np2 / one process, 2 threads": (ratio(results, "dslrun_np2", "dslrun_2threads"), ">= 0.95"),
         "P3 CSV+PNG+cifar augmenter / synthetic": (ratio(results, "dslrun_csv", "dslrun"), ">= 0.97"),
+        "BN statistics averaged every call: dslrun np2 / the same without": (
+            ratio(results, "dslrun_np2", "dslrun_np2_no_reconcile"), ""),
+        "runner.horovod.sync_batch_norm: np2 with / without": (ratio(results, "dslrun_np2_sync_bn", "dslrun_np2"), ""),
     }
     speed = validate_speed(repeats if not args.quick else 3)
     report = {

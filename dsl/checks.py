@@ -229,6 +229,22 @@ def check_precision(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     )]
 
 
+def check_sync_batch_norm(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """runner.horovod.sync_batch_norm acts on Horovod ranks only: on another backend it would be ignored."""
+    runner = tree.get("runner", {})
+    horovod = runner.get("horovod")
+    backend = runner.get("backend", "auto")
+    if not isinstance(horovod, dict) or horovod.get("sync_batch_norm") is not True or backend not in ("local", "ps"):
+        return []
+    path: JsonPath = ("runner", "horovod", "sync_batch_norm")
+    return [Diagnostic.at(
+        sources.locate(path), path,
+        f"sync_batch_norm synchronises Horovod ranks, but runner.backend is {backend} "
+        f"({_line(sources, ('runner', 'backend'))}), so it would have no effect; set runner.backend: horovod "
+        "or auto, or remove it",
+    )]
+
+
 def _component(kind: str, type_name: Any) -> registry.Component | None:
     if not isinstance(type_name, str):
         return None
@@ -247,4 +263,5 @@ CHECKS: list[Check] = [
     check_lr_schedule,
     check_elastic,
     check_precision,
+    check_sync_batch_norm,
 ]

@@ -90,3 +90,14 @@ def test_sync_batch_norm_refuses_a_subclassed_network_clearly() -> None:
     model(tf.zeros((1, 4)))
     with pytest.raises(DslError, match="sync_batch_norm: the network 'custom' is not a Keras functional"):
         convert_batch_norm(model, MarkedBatchNormalization)
+
+
+def test_sync_batch_norm_converts_a_keras_application() -> None:
+    from dsl.networks import keras_application
+
+    model = keras_application.build({"name": "MobileNetV2"}, context(32))
+    converted = convert_batch_norm(model, MarkedBatchNormalization)
+    norms = [layer for layer in converted.layers if isinstance(layer, tf.keras.layers.BatchNormalization)]
+    assert len(norms) == sum(isinstance(layer, tf.keras.layers.BatchNormalization) for layer in model.layers) > 10
+    assert all(type(layer) is MarkedBatchNormalization for layer in norms)
+    assert len(replica_local_variables(converted)) == 2 * len(norms)

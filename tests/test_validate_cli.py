@@ -270,6 +270,9 @@ def test_format_github(tmp_path: Path) -> None:
          "runner.elastic: runner.elastic needs Horovod, but runner.backend is ps"),
         ("max_epochs: 2", "max_epochs: 2\n  backend: ps\n  precision: mixed_float16",
          ":23:14: error: runner.precision: mixed_float16 needs loss scaling, which TensorFlow does not support"),
+        ("max_epochs: 2", "max_epochs: 2\n  backend: local\n  horovod: {sync_batch_norm: true}",
+         ":23:30: error: runner.horovod.sync_batch_norm: sync_batch_norm synchronises Horovod ranks, but "
+         "runner.backend is local ("),
     ],
 )
 def test_semantic_checks(tmp_path: Path, old: str, new: str, expected: str) -> None:
