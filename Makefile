@@ -9,7 +9,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 HOROVOD_VERSION := 0.28.1
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod test test-fast test-multiprocess demo bench bench-quick bench-validate schema docs lint clean
+.PHONY: install horovod sshd test test-fast test-multiprocess test-multihost demo bench bench-quick bench-validate schema docs lint clean
 
 install: $(STAMP)
 
@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e ".[train,dev]"
 	$(MAKE) --no-print-directory horovod
+	$(MAKE) --no-print-directory sshd
 	touch $(STAMP)
 
 # Horovod is built from source against the venv's TensorFlow (TF, Gloo and MPI controllers).
@@ -39,6 +40,20 @@ horovod:
 	  $(BIN)/python -m pip install --quiet --no-build-isolation horovod==$(HOROVOD_VERSION); }
 	$(BIN)/python -m pip install --quiet mpi4py==$(MPI4PY_VERSION)
 
+# The multi-host tests (tests/testhosts.py) run a real sshd in each test host (a network namespace):
+# Debian's openssh-server and iproute2, installed with apt when root. Without them those tests skip, so
+# this is no error. sshd needs its privilege-separation directory; host keys come from the tests.
+sshd:
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      openssh-server iproute2 >/dev/null; \
+	  else \
+	    echo "make: the multi-host tests need sshd and ip (they skip without): sudo apt-get install openssh-server iproute2"; \
+	  fi; \
+	fi
+	@if [ "$$(id -u)" = 0 ]; then mkdir -p /run/sshd && chmod 0755 /run/sshd; fi
+
 # The whole test suite, plus the shipped pipelines must validate.
 test: install
 	$(BIN)/dslrun validate pipelines/
@@ -47,6 +62,10 @@ test: install
 # The multi-rank tests alone (horovodrun, mpirun, local clusters).
 test-multiprocess: install
 	$(BIN)/python -m pytest -q -m multiprocess
+
+# Horovod across two test hosts (network namespaces with their own sshd; needs root).
+test-multihost: install
+	$(BIN)/python -m pytest -q -m multihost
 
 # Everything but the end-to-end training runs.
 test-fast: install
