@@ -214,6 +214,13 @@ _LANGUAGE_RULES = [
     "  and `image_shape` agree between inputter and network when both give them; a `piecewise`",
     "  learning-rate schedule has strictly increasing boundaries and one more value than",
     "  boundaries; a callback marked unique (e.g. `checkpoint`) appears at most once.",
+    "- **Phase outputs:** every output a section reads (`checkpoint.save_best.monitor`,",
+    "  `early_stopping.monitor`, the printing callbacks) must be produced by a phase the workflow",
+    "  runs: the modeler declares `loss`, `accuracy`, one `top_<k>_accuracy` per `top_k` (and",
+    "  `learning_rate` in train), an inputter with `skip_corrupt: true` adds `skipped_examples`.",
+    "- **Schedule lengths:** a warmup as long as the run, a piecewise boundary at or after its end,",
+    "  or a decay that cannot happen within it is reported; lengths in epochs are compared with",
+    "  `runner.max_epochs` here, and with steps per epoch by `dslrun validate --data`.",
     "",
 ]
 

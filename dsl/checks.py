@@ -14,6 +14,8 @@ from typing import Any
 from dsl import registry
 from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
+from dsl.outputs import check_phase_outputs
+from dsl.schedule_length import check_schedule_length
 
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
 
@@ -245,6 +247,21 @@ def check_sync_batch_norm(tree: dict[str, Any], sources: SourceMap) -> list[Diag
     )]
 
 
+def check_top_k(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """modeler.top_k below the number of classes: top-k of k classes or more is always 1."""
+    modeler = tree.get("modeler", {})
+    classes = tree.get("inputter", {}).get("num_classes") or tree.get("network", {}).get("num_classes")
+    found = []
+    for index, k in enumerate(modeler.get("top_k") or []):
+        if isinstance(classes, int) and isinstance(k, int) and k >= classes:
+            path: JsonPath = ("modeler", "top_k", index)
+            found.append(Diagnostic.at(
+                sources.locate(path), path,
+                f"top_{k}_accuracy is always 1 with {classes} classes; use values below {classes}, or remove it",
+            ))
+    return found
+
+
 def _component(kind: str, type_name: Any) -> registry.Component | None:
     if not isinstance(type_name, str):
         return None
@@ -264,4 +281,7 @@ CHECKS: list[Check] = [
     check_elastic,
     check_precision,
     check_sync_batch_norm,
+    check_top_k,
+    check_phase_outputs,
+    check_schedule_length,
 ]

@@ -9,6 +9,12 @@ at import time. Those modules must not import TensorFlow at module level (import
 `build`), because `dslrun validate` imports every one of them and must stay fast and
 TensorFlow-free. Modules whose name starts with `_` are private helpers: they are not
 walked by `load_all` and may import TensorFlow.
+
+Besides its parameters a component declares, in pure Python, what the language checks
+between sections: the phase outputs it produces (`outputs`, e.g. the modeler's
+`val/accuracy`), the outputs it reads (`reads`, plus every parameter whose schema has
+`"format": "phase-output"`, e.g. `checkpoint.save_best.monitor`), and for an inputter
+how to list its examples without TensorFlow (`examples`, for `dslrun validate --data`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+# The JSON Schema `format` of a parameter whose value names a phase output, `<phase>/<output>`.
+PHASE_OUTPUT_FORMAT = "phase-output"
+
+# Outputs per phase a component produces, from its (resolved) parameters: {"val": ["loss", ...]}.
+Outputs = Callable[[dict[str, Any]], dict[str, list[str]]]
 
 # kind -> the package holding its modules (the YAML section a user writes).
 KINDS: dict[str, str] = {
@@ -46,6 +58,9 @@ class Component:
     module: str = ""
     unique: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    outputs: Outputs | None = None
+    reads: tuple[str, ...] = ()
+    examples: Callable[..., Any] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -76,14 +91,21 @@ def register(
     description: str,
     required: tuple[str, ...] | list[str] = (),
     unique: bool = False,
+    outputs: Outputs | None = None,
+    reads: tuple[str, ...] | list[str] = (),
+    examples: Callable[..., Any] | None = None,
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
 
     `params` maps each parameter to its JSON Schema (with `description` and, when it is
     optional, `default`). `unique` callbacks may appear once per pipeline (a second
-    `checkpoint` would fight the first over the same files). `extra` is merged into the component's schema (e.g. `allOf`
-    for cross-field rules).
+    `checkpoint` would fight the first over the same files). `outputs(params)` names the
+    phase outputs the component adds (`{"train": [...], "val": [...]}`); `reads` names the
+    outputs it always reads (`"val/accuracy"`), so that `dslrun validate` can tell a
+    misspelt or missing output before a run starts. `examples` (inputters) lists the data
+    without TensorFlow for `dslrun validate --data` (see `dsl.datacheck`). `extra` is merged
+    into the component's schema (e.g. `allOf` for cross-field rules).
     """
     if kind not in KINDS:
         raise RegistryError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
@@ -102,6 +124,9 @@ def register(
             module=builder.__module__,
             unique=unique,
             extra=dict(extra),
+            outputs=outputs,
+            reads=tuple(reads),
+            examples=examples,
         )
         return builder
 

@@ -16,6 +16,7 @@ from dsl.registry import register
         "priority": PRIORITY_PARAM,
     },
     description="Print the train accuracy (running over the epoch) every few steps and at the end of each epoch.",
+    reads=("train/accuracy",),
 )
 class TrainAccuracy(TrainValueReporter):
     output_name = "accuracy"
@@ -26,6 +27,7 @@ class TrainAccuracy(TrainValueReporter):
     "eval_accuracy",
     params={"priority": PRIORITY_PARAM},
     description="Print the validation accuracy at the end of each validation phase.",
+    reads=("val/accuracy",),
 )
 class EvalAccuracy(EvalValueReporter):
     output_name = "accuracy"

@@ -16,6 +16,7 @@ from dsl.registry import register
         "priority": PRIORITY_PARAM,
     },
     description="Print the train loss (mean since the last line) every few steps and the epoch's mean loss.",
+    reads=("train/loss",),
 )
 class TrainLoss(TrainValueReporter):
     """The loss of single steps is noisy; the mean since the last line is what a reader can compare."""
@@ -29,6 +30,7 @@ class TrainLoss(TrainValueReporter):
     "eval_loss",
     params={"priority": PRIORITY_PARAM},
     description="Print the mean validation loss at the end of each validation phase.",
+    reads=("val/loss",),
 )
 class EvalLoss(EvalValueReporter):
     output_name = "loss"

@@ -20,6 +20,7 @@ from dsl.registry import register
     params={"priority": PRIORITY_PARAM},
     description="Fail the run at the first train step whose loss is NaN or infinite, without checkpointing it.",
     unique=True,
+    reads=("train/loss",),
 )
 class TerminateOnNan(Hook):
     priority = "HIGHEST"

@@ -68,6 +68,13 @@ COMMON_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def skipped_outputs(params: dict[str, Any]) -> dict[str, list[str]]:
+    """The phase output `skipped_examples` that inputters listing files report under `skip_corrupt`."""
+    if not params.get("skip_corrupt"):
+        return {}
+    return {"train": ["skipped_examples"], "val": ["skipped_examples"]}
+
+
 def image_shape_param(default: list[int] | None = None) -> dict[str, Any]:
     """The `image_shape` parameter: [height, width, channels], channels 1 or 3."""
     return {

@@ -22,6 +22,7 @@ from dsl.inputters._common import (
     as_list,
     existing_file,
     image_shape_param,
+    skipped_outputs,
     source_params,
     with_defaults,
 )
@@ -48,6 +49,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "image_classification_csv",
     params=PARAMS,
     required=("num_classes",),
+    outputs=skipped_outputs,
     description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
 )
 def build(params: dict[str, Any], context: Any) -> Any:

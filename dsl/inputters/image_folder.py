@@ -24,6 +24,7 @@ from dsl.inputters._common import (
     check_num_classes,
     existing_dir,
     image_shape_param,
+    skipped_outputs,
     source_params,
     with_defaults,
 )
@@ -55,6 +56,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "image_folder",
     params=PARAMS,
     required=("num_classes",),
+    outputs=skipped_outputs,
     description="PNG/JPEG images in one sub-folder per class (class index = sorted sub-folder names).",
 )
 def build(params: dict[str, Any], context: Any) -> Any:

@@ -304,11 +304,24 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def metric_names(top_k: list[int]) -> list[str]:
+    """The metrics `metrics()` returns, by name: accuracy, then each top-k accuracy."""
+    return ["accuracy", *(f"top_{k}_accuracy" for k in top_k)]
+
+
+def outputs(params: dict[str, Any]) -> dict[str, list[str]]:
+    """What each phase reports with this modeler (the loop adds its own `loss` mean and the
+    optimizer's `learning_rate`, both the modeler's to define), for `dslrun validate`."""
+    metrics = ["loss", *metric_names(params.get("top_k") or [])]
+    return {"train": [*metrics, "learning_rate"], "val": metrics}
+
+
 @register(
     "modeler",
     "image_classification",
     params=PARAMS,
     description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
+    outputs=outputs,
 )
 def build(params: dict[str, Any], context: Any) -> ImageClassificationModeler:
     """The modeler for the resolved `modeler` section."""
@@ -379,11 +392,10 @@ class ImageClassificationModeler:
         """Fresh metrics, updated with `update_state(labels, logits)`: accuracy and each top-k."""
         import tensorflow as tf
 
-        metrics = {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")}
-        for k in self.params["top_k"]:
-            metrics[f"top_{k}_accuracy"] = tf.keras.metrics.SparseTopKCategoricalAccuracy(
-                k=k, name=f"top_{k}_accuracy"
-            )
+        accuracy, *top_names = metric_names(self.params["top_k"])
+        metrics = {accuracy: tf.keras.metrics.SparseCategoricalAccuracy(name=accuracy)}
+        for k, name in zip(self.params["top_k"], top_names):
+            metrics[name] = tf.keras.metrics.SparseTopKCategoricalAccuracy(k=k, name=name)
         return metrics
 
     def predictions(self, logits: Any) -> dict[str, Any]:
