@@ -1,0 +1,143 @@
+"""Every pipeline in pipelines/ under every launcher a user would start it with.
+
+The files are the shipped ones, unchanged; only `--set` shrinks them (one short epoch or a
+few iterations, batch 16) and environment variables point them at data generated here in
+the formats they read. One process (`dslrun FILE`), `horovodrun -np 2 --gloo`, `--mpi`,
+plain `mpirun -np 2`, and a local parameter-server cluster (`dslrun launch --backend ps`)
+must each end with exit 0; the allreduce launchers also with the ranks' weights identical
+(the ResNets and cnn_iters use batch normalisation, whose statistics every rank updates
+from its own shard). A new file in pipelines/ fails `test_every_shipped_pipeline_is_covered`
+until it is given its shrinking settings here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+from e2e_support import MULTIRANK_ENV, kill_group
+
+PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
+
+# The settings that make each shipped pipeline a test-sized run, and the data it reads.
+SHRINK: dict[str, tuple[str, list[str]]] = {
+    "cifar10.yaml": ("csv", ["runner.max_epochs=1", "inputter.batch_size=16", "inputter.shuffle_buffer=64"]),
+    "cifar10_ps.yaml": ("csv", ["runner.max_epochs=1", "inputter.batch_size=16", "inputter.shuffle_buffer=64",
+                                "runner.steps_per_call=4"]),
+    "quickstart.yaml": ("csv", ["runner.max_epochs=1", "inputter.batch_size=16"]),
+    "cnn_iters.yaml": ("csv", ["runner.max_iters=8", "runner.workflow=[[train, 4], [val, 1]]",
+                               "runner.steps_per_call=2", "callbacks[4].every_n_iters=4", "inputter.batch_size=16"]),
+    "mlp_folder.yaml": ("folder", ["runner.max_epochs=2", "inputter.batch_size=16"]),
+}
+# What the user types before the file, per launcher.
+LAUNCHERS = {
+    "local": ["dslrun"],
+    "gloo": ["horovodrun", "-np", "2", "--gloo", "dslrun"],
+    "mpi": ["horovodrun", "-np", "2", "--mpi", "dslrun"],
+    "mpirun": ["mpirun", "-np", "2", "--oversubscribe", "dslrun"],
+    "ps": ["dslrun", "launch", "--backend", "ps", "--workers", "2", "--ps", "1"],
+}
+ALLREDUCE = ("gloo", "mpi", "mpirun")
+
+def uses_ps(name: str) -> bool:
+    return "backend: ps" in (PIPELINES / name).read_text()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """10 classes of 32x32 images as CSV + PNG, and 16x16 ones in class folders (image_folder)."""
+    root = tmp_path_factory.mktemp("shipped")
+    csv = _synthetic(root / "csv", image_size=32)
+    small = _synthetic(root / "small", image_size=16)
+    folder = root / "folder"
+    for mode, listing in (("train", "train.csv"), ("val", "eval.csv")):
+        for line in (small / listing).read_text().splitlines()[1:]:
+            path, label = line.rsplit(",", 1)
+            target = folder / mode / f"class_{int(label):02d}" / Path(path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(small / path)
+    return {"csv": csv, "folder": folder}
+
+
+def _synthetic(out: Path, image_size: int) -> Path:
+    subprocess.run([sys.executable, "-m", "dsl", "data", "synthetic", "--out", str(out), "--num-train", "256",
+                    "--num-val", "64", "--num-classes", "10", "--image-size", str(image_size)],
+                   check=True, env=MULTIRANK_ENV, capture_output=True)
+    return out
+
+
+def run(launcher: str, name: str, data: dict[str, Path], run_dir: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`LAUNCHER pipelines/NAME --set ...` as a user types it, in its own process group."""
+    kind = SHRINK[name][0]
+    env = {**MULTIRANK_ENV, "DATA_DIR": str(data[kind]), "CIFAR10_DIR": str(data[kind])}
+    command = [*LAUNCHERS[launcher], str(PIPELINES / name), *shrunk(name, run_dir)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        kill_group(process)
+    assert process.returncode == 0, f"{' '.join(command)} exited {process.returncode}:\n{stdout[-3000:]}\n{stderr[-4000:]}"
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def shrunk(name: str, run_dir: Path) -> list[str]:
+    """The `--set` arguments that make pipeline NAME test-sized and put its run in `run_dir`."""
+    return [arg for setting in [*SHRINK[name][1], f"runner.model_dir={run_dir}"] for arg in ("--set", setting)]
+
+def last_val(run_dir: Path) -> dict:
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    val = [r for r in records if r["mode"] == "val"]
+    assert val, records
+    assert math.isfinite(val[-1]["loss"]) and 0.0 <= val[-1]["accuracy"] <= 1.0, val[-1]
+    return val[-1]
+
+
+def test_every_shipped_pipeline_is_covered() -> None:
+    assert sorted(p.name for p in PIPELINES.glob("*.yaml")) == sorted(SHRINK)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n)))
+def test_one_process(name: str, data: dict[str, Path], tmp_path: Path) -> None:
+    result = run("local", name, data, tmp_path / "run")
+    assert "final validation" in result.stdout
+    last_val(tmp_path / "run")
+
+
+@pytest.mark.parametrize("launcher", ALLREDUCE)
+@pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n)))
+def test_two_allreduce_ranks(name: str, launcher: str, data: dict[str, Path], tmp_path: Path) -> None:
+    result = run(launcher, name, data, tmp_path / "run")
+    assert "identical on all 2 ranks" in result.stderr, result.stderr[-3000:]
+    assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
+    last_val(tmp_path / "run")
+
+
+@pytest.mark.parametrize("name", sorted(SHRINK))
+def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Path) -> None:
+    run("ps", name, data, tmp_path / "run")
+    assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
+    last_val(tmp_path / "run")
+
+
+def test_two_ranks_validate_as_one_process_does_on_the_same_weights(data: dict[str, Path], tmp_path: Path) -> None:
+    """The val score of 2 ranks (each its half, batch-norm statistics reconciled, results
+    weighted by examples) is the score one process gets from the checkpoint they saved."""
+    run("gloo", "quickstart.yaml", data, tmp_path / "run")
+    ranks = last_val(tmp_path / "run")
+    env = {**MULTIRANK_ENV, "DATA_DIR": str(data["csv"])}
+    result = subprocess.run(["dslrun", "eval", str(PIPELINES / "quickstart.yaml"), *shrunk("quickstart.yaml", tmp_path / "run")],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    alone = json.loads(result.stdout.strip().splitlines()[-1])
+    assert alone["step"] == ranks["step"]
+    assert alone["accuracy"] == pytest.approx(ranks["accuracy"], abs=1e-6)
+    assert alone["loss"] == pytest.approx(ranks["loss"], rel=1e-4)
+
