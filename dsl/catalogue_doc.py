@@ -69,7 +69,14 @@ def entries(section: str | None = None) -> list[Entry]:
     return found
 
 
-def _rows(properties: dict[str, Any], required: set[str], prefix: str = "") -> list[Parameter]:
+def _rows(
+    properties: dict[str, Any], required: set[str], prefix: str = "", by_type: dict[str, Any] | None = None
+) -> list[Parameter]:
+    """One row per parameter, then a row per key of each mapping parameter (`save_best.monitor`).
+
+    `by_type` holds, for a mapping whose `type` decides its keys (optimizer, lr_schedule),
+    each type's own branch, so a key without one shared default shows each type's.
+    """
     rows = []
     for name, prop in properties.items():
         prop = resolve_ref(prop) if "$ref" in prop and len(prop) == 1 else prop
@@ -78,12 +85,38 @@ def _rows(properties: dict[str, Any], required: set[str], prefix: str = "") -> l
         elif "default" in prop:
             default = format_value(prop["default"])
         else:
-            default = ""
+            default = _defaults_by_type(name, by_type or {})
         rows.append(Parameter(prefix + name, type_text(prop), default, " ".join(prop.get("description", "").split())))
         nested = prop.get("properties")
-        if isinstance(nested, dict) and prop.get("type") == "object":
-            rows.extend(_rows(nested, set(prop.get("required", [])), prefix + name + "."))
+        kinds = prop.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds or []
+        if isinstance(nested, dict) and "object" in kinds:
+            rows.extend(_rows(nested, set(prop.get("required", [])), prefix + name + ".", _type_branches(prop)))
     return rows
+
+
+def _type_branches(schema: dict[str, Any]) -> dict[str, Any]:
+    """{type name: the `then` schema applied when `type` is that name} of a typed mapping."""
+    branches = {}
+    for rule in schema.get("allOf", []):
+        const = rule.get("if", {}).get("properties", {}).get("type", {}).get("const")
+        if isinstance(const, str) and isinstance(rule.get("then"), dict):
+            branches[const] = rule["then"]
+    return branches
+
+
+def _defaults_by_type(key: str, branches: dict[str, Any]) -> str:
+    """`0.9 (momentum, nesterov), 0.0 (rmsprop)`: the default each type gives `key` ("" when none does)."""
+    grouped: dict[str, list[str]] = {}
+    for type_name, branch in branches.items():
+        prop = branch.get("properties", {}).get(key)
+        if prop is None:
+            continue
+        if key in branch.get("required", []):
+            grouped.setdefault("required", []).append(type_name)
+        elif "default" in prop:
+            grouped.setdefault(format_value(prop["default"]), []).append(type_name)
+    return ", ".join(f"{value} ({', '.join(names)})" for value, names in grouped.items())
 
 
 def format_value(value: Any) -> str:
