@@ -39,3 +39,10 @@ def test_list_and_markdown_show_the_nested_keys() -> None:
     markdown = render_markdown()
     assert "| `save_best.mode` | one of: auto, min, max | `auto` |" in markdown
     assert "| `ps.variable_partitioner.max_shards` | integer &gt;= 1 or null | `null` |" in markdown
+
+
+def test_the_cifar_flip_warns_about_digits_and_text() -> None:
+    _, default = rows("augmenter")["cifar:horizontal_flip"]
+    [description] = [p.description for e in entries("augmenter") for p in e.parameters if p.name == "horizontal_flip"]
+    assert default == "true"
+    assert "wrong for digits and text-like images" in description and "set false" in description

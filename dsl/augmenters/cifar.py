@@ -30,7 +30,11 @@ PARAMS: dict[str, dict[str, Any]] = {
         "default": True,
     },
     "horizontal_flip": {
-        "description": "Flip half of the images left-right at random.",
+        "description": (
+            "Flip half of the images left-right at random. On by default, as suits natural images "
+            "(CIFAR-10); wrong for digits and text-like images, where a mirror image is another or no "
+            "symbol (a mirrored 2 or b): set false for those."
+        ),
         "type": "boolean",
         "default": True,
     },
