@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, is_error
+from dsl.diagnostics import Diagnostic, SourceMap, is_error
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -30,6 +30,14 @@ def check_pipeline(
     path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None
 ) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
     """(resolved pipeline or None when there are errors, every diagnostic — warnings too)."""
+    resolved, diagnostics, _ = check_pipeline_with_sources(path, overrides, environ)
+    return resolved, diagnostics
+
+
+def check_pipeline_with_sources(
+    path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any] | None, list[Diagnostic], SourceMap | None]:
+    """`check_pipeline`, plus where each value was written, for checks that come later (validate --data)."""
     from dsl.checks import run_checks
     from dsl.defaults import fill_defaults
     from dsl.resolve import resolve
@@ -38,12 +46,12 @@ def check_pipeline(
     tree = resolve(path, overrides, environ)
     diagnostics = list(tree.diagnostics)
     if tree.value is None or tree.incomplete:
-        return None, _sorted(diagnostics)
+        return None, _sorted(diagnostics), tree.sources
     schema_problems = validate_tree(tree.value, tree.sources)
     known = {d.path for d in diagnostics}
     diagnostics += [d for d in schema_problems if not _at_or_below_any(d.path, known)]
     if any(is_error(d) for d in diagnostics):
-        return None, _sorted(diagnostics)
+        return None, _sorted(diagnostics), tree.sources
     if tree.value.get("name") is None:
         tree.value["name"] = default_name(path)
     resolved = fill_defaults(tree.value)
@@ -51,8 +59,8 @@ def check_pipeline(
         resolved["runner"]["model_dir"] = f"runs/{resolved['name']}"
     diagnostics += run_checks(resolved, tree.sources)
     if any(is_error(d) for d in diagnostics):
-        return None, _sorted(diagnostics)
-    return resolved, _sorted(diagnostics)
+        return None, _sorted(diagnostics), tree.sources
+    return resolved, _sorted(diagnostics), tree.sources
 
 
 def load_pipeline(path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -64,6 +64,7 @@ def loaded_modules(*args: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     [
         ["validate", "{dir}"],
         ["validate", "--format", "json", "{file}"],
+        ["validate", "--data", "{file}"],
         ["show", "{file}"],
         ["schema"],
         ["list"],

@@ -213,7 +213,7 @@ def test_up_front_check_finds_images_cut_short(tmp_path: Path) -> None:
 
     from PIL import Image
 
-    from dsl.inputters._pipeline import _header_problem
+    from dsl.inputters._files import header_problem
 
     for fmt, suffix in (("PNG", "png"), ("JPEG", "jpg")):
         buffer = io.BytesIO()
@@ -223,6 +223,6 @@ def test_up_front_check_finds_images_cut_short(tmp_path: Path) -> None:
         good.write_bytes(whole)
         cut.write_bytes(whole[: len(whole) // 2])
         padded.write_bytes(whole + bytes(100))  # some writers pad after the end marker
-        assert _header_problem(str(good)) is None
-        assert _header_problem(str(padded)) is None
-        assert _header_problem(str(cut)).startswith("truncated"), fmt
+        assert header_problem(str(good)) is None
+        assert header_problem(str(padded)) is None
+        assert header_problem(str(cut)).startswith("truncated"), fmt

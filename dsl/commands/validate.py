@@ -9,6 +9,10 @@ nothing should fail. No PATH at all is a usage error (exit status 2).
 Every file found is checked as a complete pipeline: keep partial base files (those only
 named by `extends`) outside the validated directories, or make them complete pipelines.
 
+With `--data` the data each valid pipeline reads is checked too (`dsl.data_check`): every
+listed file exists and is an image, labels, classes per split, sizes, channels, overlap of
+val and train, steps per epoch at `--world-size` processes. Still no TensorFlow.
+
 Exit status: 0 when every file is valid (warnings allowed), 1 when any has an error.
 """
 
@@ -19,6 +23,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -39,7 +44,23 @@ _GLOB_CHARS = frozenset("*?[")
     show_default=True,
     help="text: file:line:col lines (summary on stderr); json: one report object; github: Actions annotations.",
 )
-def command(paths: tuple[str, ...], overrides: tuple[str, ...], output_format: str) -> None:
+@click.option(
+    "--data",
+    "with_data",
+    is_flag=True,
+    help="Also check the data: files exist and are images, labels, classes, sizes, overlap, steps per epoch.",
+)
+@click.option(
+    "--world-size",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="With --data: the number of processes that will train (each gets 1/N of the data per epoch).",
+)
+def command(
+    paths: tuple[str, ...], overrides: tuple[str, ...], output_format: str, with_data: bool, world_size: int
+) -> None:
     """Check pipeline files: YAML, schema, extends, --set, ${ENV} and cross-section rules.
 
     PATHS are files, directories (searched recursively for *.yaml and *.yml) or quoted
@@ -47,18 +68,43 @@ def command(paths: tuple[str, ...], overrides: tuple[str, ...], output_format: s
     Exit status: 0 all valid (warnings allowed), 1 any error (a PATH that names no file
     included), 2 usage error. TensorFlow is not imported, so this is fast enough for a
     pre-commit hook.
-    """
-    from dsl.pipeline import check_pipeline
 
+    With --data, the data of each valid pipeline is read too (image headers, not pixels):
+    missing or broken images and bad CSV rows are located errors, an empty class, heavy
+    imbalance and val images also in train are warnings, and each split is summed up
+    (examples, classes, sizes, channels, steps per epoch at --world-size processes).
+    """
+    if world_size != 1 and not with_data:
+        raise click.UsageError("--world-size only applies to --data")
     reports: list[tuple[str, list[Diagnostic]]] = []
+    summaries: dict[str, list[Any]] = {}
     for name, problem in expand_paths(paths):
         if problem is not None:
             reports.append((name, [problem]))
             continue
-        _, diagnostics = check_pipeline(name, overrides)
+        diagnostics = _check(name, overrides, world_size if with_data else None, summaries)
         reports.append((name, diagnostics))
-    _emit(reports, output_format)
+    _emit(reports, output_format, summaries if with_data else None)
     sys.exit(1 if any(_errors(d) for _, d in reports) else 0)
+
+
+def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summaries: dict[str, list[Any]]) -> list[Diagnostic]:
+    """The diagnostics of one file; with a `world_size`, of its data too (its split reports go to `summaries`)."""
+    from dsl.pipeline import check_pipeline_with_sources
+
+    resolved, diagnostics, sources = check_pipeline_with_sources(name, overrides)
+    if world_size is None or resolved is None or sources is None:
+        return diagnostics
+    from dsl.commands._common import fail
+    from dsl.data_check import check_data
+    from dsl.errors import DslError
+
+    try:
+        found, splits = check_data(resolved, sources, world_size, {d.path for d in diagnostics})
+    except DslError as exc:
+        fail(str(exc))
+    summaries[name] = [(split.summary(resolved["inputter"], world_size), split.to_dict()) for split in splits]
+    return diagnostics + found
 
 
 def expand_paths(paths: tuple[str, ...]) -> list[tuple[str, Diagnostic | None]]:
@@ -102,27 +148,34 @@ def _errors(diagnostics: list[Diagnostic]) -> int:
     return sum(1 for d in diagnostics if d.severity == "error")
 
 
-def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str) -> None:
+def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str, data: dict[str, list[Any]] | None) -> None:
+    """Diagnostics (and, with --data, one summary per split) in the chosen format; the count on stderr."""
     files = len(reports)
     invalid = sum(1 for _, d in reports if _errors(d))
     errors = sum(_errors(d) for _, d in reports)
     warnings = sum(len(d) - _errors(d) for _, d in reports)
     if output_format == "json":
+        entries = []
+        for name, d in reports:
+            entry: dict[str, Any] = {"file": name, "valid": not _errors(d), "diagnostics": [x.to_dict() for x in d]}
+            if data is not None:
+                entry["data"] = [details for _, details in data.get(name, [])]
+            entries.append(entry)
         document = {
-            "files": [
-                {"file": name, "valid": not _errors(d), "diagnostics": [x.to_dict() for x in d]} for name, d in reports
-            ],
+            "files": entries,
             "summary": {"files": files, "invalid": invalid, "errors": errors, "warnings": warnings},
         }
         click.echo(json.dumps(document, indent=2))
         return
     printed: set[str] = set()  # a broken base file is reported once, not once per file extending it
-    for _, diagnostics in reports:
+    for name, diagnostics in reports:
         for diagnostic in diagnostics:
             line = diagnostic.format_github() if output_format == "github" else diagnostic.format_text()
             if line not in printed:
                 printed.add(line)
                 click.echo(line)
+        for summary, _ in (data or {}).get(name, []):
+            click.echo(f"::notice file={name}::{summary}" if output_format == "github" else f"{name}: {summary}")
     summary = f"{_count(files, 'file')}, {invalid} invalid, {_count(errors, 'error')}"
     if warnings:
         summary += f", {_count(warnings, 'warning')}"

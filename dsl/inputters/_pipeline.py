@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from dsl.errors import DslError
 from dsl.inputters._common import MODES, Listing
+from dsl.inputters._files import SIGNATURES, header_problem
 
 AUTOTUNE = tf.data.AUTOTUNE
 ASSERT_MARKER = "dslrun-data-error"
@@ -216,7 +217,7 @@ class FileListInputter(BaseInputter):
         for index, path in enumerate(listing.paths):
             if index in csv_starts:
                 kept.start_csv(csv_starts[index])
-            problem = _header_problem(path)
+            problem = header_problem(path)
             if problem:
                 skipped.append(f"{path} ({listing.origin(index)}): {problem}")
                 continue
@@ -337,39 +338,6 @@ def _find_undecodable(message: str) -> str:
     return f"an image could not be decoded: {message}; make sure every image of the data is a valid PNG or JPEG"
 
 
-_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
-
-
-# The marker each format's last chunk carries; a file cut short (an interrupted download or
-# copy) lacks it. Looked for in the last KiB, since some writers pad after it.
-_ENDINGS = {b"\x89PNG\r\n\x1a\n": b"IEND", b"\xff\xd8\xff": b"\xff\xd9"}
-_TAIL_BYTES = 1024
-
-
-def _header_problem(path: str) -> str | None:
-    """Why `path` is clearly not a usable image (missing, empty, wrong signature, cut short), or None.
-
-    Reads the first 8 bytes and the last KiB only: cheap enough to run on every listed file
-    when the inputter is built, so these files are counted and reported before training.
-    """
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(8)
-            size = handle.seek(0, 2)
-            handle.seek(max(0, size - _TAIL_BYTES))
-            tail = handle.read()
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    if not head:
-        return "the file is empty"
-    if not head.startswith(_SIGNATURES):
-        return "not a PNG or JPEG file"
-    for signature, ending in _ENDINGS.items():
-        if head.startswith(signature) and ending not in tail:
-            return f"truncated (no end marker in its {size} bytes)"
-    return None
-
-
 def _image_problem(path: str) -> str | None:
     """Why `path` is not a decodable image, or None when it looks fine."""
     try:
@@ -379,7 +347,7 @@ def _image_problem(path: str) -> str | None:
         return exc.strerror or str(exc)
     if not head:
         return "the file is empty"
-    if not head.startswith(_SIGNATURES):
+    if not head.startswith(SIGNATURES):
         return "not a PNG or JPEG file"
     try:
         from PIL import Image

@@ -8,6 +8,8 @@ The binary format is used on purpose: nothing downloaded is ever unpickled.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +44,49 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def examples(params: dict[str, Any], mode: str) -> Any:
+    """The records of `mode` for `dslrun validate --data`: labels checked, pixels digested."""
+    from dsl.data_check.examples import Problem, Split
+
+    try:
+        folder = find_batches(params["data_dir"])
+    except DslError as exc:
+        return Split([Problem(str(exc))], source=params["data_dir"])
+    names = TRAIN_FILES if mode == "train" else TEST_FILES
+    files = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+    return Split(_records(folder, names), source=f"{files} in {folder}", class_names=CLASS_NAMES)
+
+
+def _records(folder: Path, names: tuple[str, ...]) -> Iterator[Any]:
+    from dsl.data_check.examples import Example, Problem
+    from dsl.data_check.images import ImageFacts, digest_of
+    from dsl.diagnostics import Location
+
+    for name in names:
+        path = folder / name
+        try:
+            _records_in(path)
+        except DslError as exc:
+            yield Problem(str(exc).removeprefix("inputter.data_dir: "), Location(str(path)))
+            continue
+        with open(path, "rb") as handle:
+            for index in itertools.count():
+                record = handle.read(RECORD_BYTES)
+                if not record:
+                    break
+                where, origin = Location(str(path)), f"{name} record {index + 1}"
+                if record[0] >= len(CLASS_NAMES):
+                    yield Problem(f"record {index + 1}: label {record[0]} is outside 0..{len(CLASS_NAMES) - 1}", where)
+                    continue
+                yield Example(record[0], origin, where, facts=ImageFacts(32, 32, "RGB", 3, digest_of(record[1:])))
+
+
 @register(
     "inputter",
     "cifar10_binary",
     params=PARAMS,
     required=("data_dir",),
+    examples=examples,
     description="CIFAR-10 from its official binary files (10 classes, 32x32 RGB; val and test = test_batch).",
 )
 def build(params: dict[str, Any], context: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,21 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def examples(params: dict[str, Any], mode: str) -> Any:
+    """The examples of `mode` for `dslrun validate --data`: every row, each bad one a located problem."""
+    from dsl.data_check.examples import Split
+
+    values = as_list(params[mode])
+    return Split(_csv_examples(values, f"inputter.{mode}", params), source=", ".join(values))
+
+
 @register(
     "inputter",
     "image_classification_csv",
     params=PARAMS,
     required=("num_classes",),
     outputs=skipped_outputs,
+    examples=examples,
     description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
 )
 def build(params: dict[str, Any], context: Any) -> Any:
@@ -81,41 +91,78 @@ def _read_csv(csv_path: Path, listing: Listing, num_classes: int, header: str | 
     folder = csv_path.parent
     listing.start_csv(csv_path)
     try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            first = True
-            for row in reader:
-                line = reader.line_num
-                if not any(cell.strip() for cell in row):
-                    continue
-                if first:
-                    first = False
-                    if header is True or (header == "auto" and not _is_integer(row[1] if len(row) > 1 else "")):
-                        continue
-                path, label = _parse_row(row, csv_path, line, num_classes)
-                listing.add(os.path.normpath(os.path.join(folder, path)), label, line)
+        for line, row in _data_rows(csv_path, header):
+            problem = _row_problem(row, num_classes)
+            if problem:
+                raise DslError(f"{csv_path} line {line}: {problem}")
+            listing.add(os.path.normpath(os.path.join(folder, row[0].strip())), int(row[1]), line)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DslError(f"{listing.key}: cannot read {csv_path}: {exc}; expected a UTF-8 CSV of `path,label` rows") from None
+        raise DslError(f"{listing.key}: {_unreadable(csv_path, exc)}") from None
 
 
-def _parse_row(row: list[str], csv_path: Path, line: int, num_classes: int) -> tuple[str, int]:
-    where = f"{csv_path} line {line}"
+def _data_rows(csv_path: Path, header: str | bool) -> Iterator[tuple[int, list[str]]]:
+    """(line, row) of every non-blank row, the header row left out."""
+    with open(csv_path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        first = True
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if first:
+                first = False
+                if header is True or (header == "auto" and not _is_integer(row[1] if len(row) > 1 else "")):
+                    continue
+            yield reader.line_num, row
+
+
+def _unreadable(csv_path: Path, exc: Exception) -> str:
+    return f"cannot read {csv_path}: {exc}; expected a UTF-8 CSV of `path,label` rows"
+
+
+def _row_problem(row: list[str], num_classes: int) -> str | None:
+    """What is wrong with one `path,label` row, or None."""
     if len(row) != 2:
-        raise DslError(f"{where}: expected 2 columns `path,label`, found {len(row)}: {','.join(row)[:80]}")
+        return f"expected 2 columns `path,label`, found {len(row)}: {','.join(row)[:80]}"
     path, text = row[0].strip(), row[1].strip()
     if not path:
-        raise DslError(f"{where}: the image path is empty")
+        return "the image path is empty"
     if not _is_integer(text):
-        raise DslError(
-            f"{where}: label {text!r} is not an integer; labels are class indices 0..{num_classes - 1} "
+        return (
+            f"label {text!r} is not an integer; labels are class indices 0..{num_classes - 1} "
             "(set inputter.header: true if this row is a header)"
         )
     label = int(text)
     if not 0 <= label < num_classes:
-        raise DslError(
-            f"{where}: label {label} is outside 0..{num_classes - 1}; fix the row or set inputter.num_classes"
-        )
-    return path, label
+        return f"label {label} is outside 0..{num_classes - 1}; fix the row or set inputter.num_classes"
+    return None
+
+
+def _csv_examples(values: list[str], key: str, params: dict[str, Any]) -> Iterator[Any]:
+    from dsl.data_check.examples import Example, Problem
+    from dsl.diagnostics import Location
+
+    for value in values:
+        try:
+            csv_path = existing_file(value, key)
+        except DslError as exc:
+            yield Problem(str(exc))
+            continue
+        rows = 0
+        try:
+            for line, row in _data_rows(csv_path, params["header"]):
+                rows += 1
+                where = Location(str(csv_path), line, 1)
+                problem = _row_problem(row, params["num_classes"])
+                if problem:
+                    yield Problem(problem, where)
+                    continue
+                path = os.path.normpath(os.path.join(csv_path.parent, row[0].strip()))
+                yield Example(int(row[1]), f"{csv_path.name} line {line}", where, path=path)
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            yield Problem(_unreadable(csv_path, exc))
+            continue
+        if not rows:
+            yield Problem(f"{value} lists no images; expected rows `path,label`")
 
 
 def _is_integer(text: str) -> bool:

@@ -51,12 +51,29 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def examples(params: dict[str, Any], mode: str) -> Any:
+    """The examples of `mode` for `dslrun validate --data`, listed as `build` lists them."""
+    from dsl.data_check.examples import Example, Problem, Split
+    from dsl.diagnostics import Location
+
+    try:
+        classes = _classes(params, _folders(params))
+        listing = _listing(mode, _folders(params)[mode], classes)
+    except DslError as exc:
+        return Split([Problem(str(exc))], source=", ".join(as_list(params[mode])))
+    items = (
+        Example(label, path, Location(path), path=path) for path, label in zip(listing.paths, listing.labels)
+    )
+    return Split(items, source=", ".join(as_list(params[mode])), class_names=classes)
+
+
 @register(
     "inputter",
     "image_folder",
     params=PARAMS,
     required=("num_classes",),
     outputs=skipped_outputs,
+    examples=examples,
     description="PNG/JPEG images in one sub-folder per class (class index = sorted sub-folder names).",
 )
 def build(params: dict[str, Any], context: Any) -> Any:
@@ -64,16 +81,28 @@ def build(params: dict[str, Any], context: Any) -> Any:
     from dsl.inputters._pipeline import FileListInputter
 
     p = with_defaults(params, PARAMS)
-    folders = {mode: [existing_dir(v, f"inputter.{mode}") for v in as_list(p[mode])] for mode in MODES if p[mode]}
-    if not folders:
-        raise DslError("the image_folder inputter declares no data; set inputter.train (and val / test)")
-    classes = list(p["classes"]) if p["classes"] else _class_folders(next(iter(folders.items())))
-    check_num_classes(len(classes), p, "inputter.classes" if p["classes"] else "inputter.train",
-                      f"there are {len(classes)} classes ({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''})")
+    folders = _folders(p)
+    classes = _classes(p, folders)
     listings = {mode: _listing(mode, dirs, classes) for mode, dirs in folders.items()}
     inputter = FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
     inputter.class_names = classes
     return inputter
+
+
+def _folders(p: dict[str, Any]) -> dict[str, list[Path]]:
+    """The existing folders of each declared mode, in mode order."""
+    folders = {mode: [existing_dir(v, f"inputter.{mode}") for v in as_list(p[mode])] for mode in MODES if p[mode]}
+    if not folders:
+        raise DslError("the image_folder inputter declares no data; set inputter.train (and val / test)")
+    return folders
+
+
+def _classes(p: dict[str, Any], folders: dict[str, list[Path]]) -> list[str]:
+    """Class names in label order: `classes`, or the sorted sub-folders of the first mode's folder."""
+    classes = list(p["classes"]) if p["classes"] else _class_folders(next(iter(folders.items())))
+    check_num_classes(len(classes), p, "inputter.classes" if p["classes"] else "inputter.train",
+                      f"there are {len(classes)} classes ({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''})")
+    return classes
 
 
 def _class_folders(mode_and_dirs: tuple[str, list[Path]]) -> list[str]:

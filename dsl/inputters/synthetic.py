@@ -49,10 +49,19 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def examples(params: dict[str, Any], mode: str) -> Any:
+    """Nothing to read for `dslrun validate --data`: only how many examples `mode` has."""
+    from dsl.data_check.examples import Split
+
+    counts = {**DEFAULT_COUNTS, **(params.get("num_examples") or {})}
+    return Split([], source="generated in memory", count=int(counts[mode]))
+
+
 @register(
     "inputter",
     "synthetic",
     params=PARAMS,
+    examples=examples,
     description="Generated in-memory images (noise around a per-class colour) for benchmarks; no files.",
 )
 def build(params: dict[str, Any], context: Any) -> Any:

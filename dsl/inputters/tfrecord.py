@@ -9,6 +9,7 @@ known; sharding is per record, before shuffling, like every other inputter.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,78 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def examples(params: dict[str, Any], mode: str) -> Any:
+    """The records of `mode` for `dslrun validate --data`, parsed without TensorFlow."""
+    from dsl.data_check.examples import Problem, Split
+
+    key = f"inputter.{mode}"
+    try:
+        files = expand_globs(as_list(params[mode]), key)
+    except DslError as exc:
+        return Split([Problem(str(exc))], source=", ".join(as_list(params[mode])))
+    return Split(_examples(files, key, params), source=f"{len(files)} TFRecord file{'s' * (len(files) != 1)}")
+
+
+def _examples(files: list[Path], key: str, params: dict[str, Any]) -> Iterator[Any]:
+    from dsl.data_check.examples import Example, Problem
+    from dsl.data_check.images import inspect_bytes
+    from dsl.diagnostics import Location
+    from dsl.inputters._example_proto import parse_features
+
+    image_key, label_key, classes = params["image_key"], params["label_key"], params["num_classes"]
+    for path in files:
+        where = Location(str(path))
+        try:
+            for number, record in enumerate(read_records(path, key), start=1):
+                try:
+                    features = parse_features(record)
+                except Exception as exc:  # protobuf's DecodeError, or worse
+                    yield Problem(f"record {number} is not a tf.train.Example ({type(exc).__name__})", where)
+                    continue
+                image, label = features.get(image_key) or [b""], features.get(label_key) or [None]
+                if not isinstance(label[0], int) or not 0 <= label[0] < classes:
+                    yield Problem(f"record {number}: label {label[0]} (feature {label_key!r}) is outside "
+                                  f"0..{classes - 1}; set inputter.label_key or inputter.num_classes", where)
+                    continue
+                origin = f"{path.name} record {number}"
+                if not isinstance(image[0], bytes) or not image[0]:
+                    yield Problem(f"record {number} has no (or an empty) feature {image_key!r}; set inputter.image_key "
+                                  "to the feature holding the encoded image", where)
+                    continue
+                facts = inspect_bytes(image[0])
+                if isinstance(facts, str):
+                    yield Example(label[0], origin, where, problem=f"record {number}: the image is {facts}")
+                else:
+                    yield Example(label[0], origin, where, facts=facts)
+        except DslError as exc:
+            yield Problem(str(exc).removeprefix(f"{key}: "), where)
+
+
+def read_records(path: Path, key: str) -> Iterator[bytes]:
+    """The records of one uncompressed TFRecord file (their checksums are not verified)."""
+    header = struct.Struct("<QI")  # data length, masked CRC of the length
+    with open(path, "rb") as handle:
+        if handle.read(2) == b"\x1f\x8b":
+            raise DslError(f"{key}: {path} is gzip-compressed; decompress it (compressed TFRecords are not supported)")
+        handle.seek(0)
+        size, count = path.stat().st_size, 0
+        while raw := handle.read(header.size):
+            length = header.unpack(raw)[0] if len(raw) == header.size else None
+            fits = length is not None and handle.tell() + length + 4 <= size  # before reading a bogus length
+            data = handle.read(length) if fits else b""
+            if not fits or len(handle.read(4)) < 4:
+                raise DslError(f"{key}: {path} is truncated or not a TFRecord file (record {count + 1} runs past "
+                               "the end); write it again")
+            count += 1
+            yield data
+
+
 @register(
     "inputter",
     "tfrecord",
     params=PARAMS,
     required=("num_classes",),
+    examples=examples,
     description="tf.train.Example records (encoded PNG/JPEG image + int64 label) in TFRecord files.",
 )
 def build(params: dict[str, Any], context: Any) -> Any:

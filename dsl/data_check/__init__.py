@@ -1,0 +1,151 @@
+"""`dslrun validate --data`: what a pipeline's data really holds, checked before any training.
+
+`dslrun validate` checks the YAML; a missing image, a truncated PNG or a label out of range
+used to surface minutes into a run, and an empty class or val images copied from train
+never did. With `--data` every split the inputter declares is listed as the inputter lists
+it (its registered `examples`, see `dsl.data_check.examples`), every image is inspected
+(`dsl.data_check.images`: the `skip_corrupt` checks, then Pillow's header and structure
+check, no decoding) and the split is summed up (`dsl.data_check.report`): class counts,
+sizes, channels, steps per epoch at the configured batch size and world size. Problems are
+located like every other validate error: the CSV file and line of a bad row, the image of
+an image folder, the YAML value of a setting. No TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from dsl import registry
+from dsl.data_check.examples import Example, Problem, Split
+from dsl.data_check.images import ImageFacts, inspect_file
+from dsl.data_check.report import SplitReport, split_warnings, steps
+from dsl.diagnostics import Diagnostic, SourceMap
+from dsl.diagnostics import Path as JsonPath
+from dsl.errors import DslError
+from dsl.inputters._common import MODES, declared_modes
+from dsl.schedule_length import check_schedule_length
+
+# Problems reported one by one per split; past this, one line counts the rest.
+MAX_REPORTED = 20
+
+_KEY_PREFIX = re.compile(r"^inputter\.(?P<key>[a-z_]+): ")
+
+
+def check_data(
+    resolved: dict[str, Any], sources: SourceMap, world_size: int = 1, known: Iterable[str] = ()
+) -> tuple[list[Diagnostic], list[SplitReport]]:
+    """Every problem of the data (located) and one report per split the inputter declares.
+
+    `known` are the paths plain validate already reported, so that a schedule problem seen
+    in epochs is not reported again in steps.
+    """
+    _require_pillow()
+    inputter = resolved["inputter"]
+    component = registry.lookup("inputter", inputter["type"])
+    if component.examples is None:
+        return [], []
+    diagnostics: list[Diagnostic] = []
+    reports: list[SplitReport] = []
+    for mode in (m for m in MODES if m in declared_modes(inputter)):
+        report = SplitReport(f"inputter.{mode}", mode)
+        diagnostics += _check_split(component.examples(inputter, mode), report, inputter, sources)
+        report.steps = steps(report, inputter, world_size)
+        reports.append(report)
+    train = next((r for r in reports if r.mode == "train"), None)
+    for report in reports:
+        diagnostics += [_at_yaml(sources, ("inputter", report.mode), text, severity)
+                        for text, severity in split_warnings(report, train, _num_classes(inputter, report))]
+    if train is not None:
+        diagnostics += _length_problems(resolved, sources, train, world_size, set(known))
+    return diagnostics, reports
+
+
+def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    report.source, report.class_names, report.generated = split.source, split.class_names, split.count
+    found: list[Diagnostic] = []
+    extra = 0
+
+    def add(diagnostic: Diagnostic) -> None:
+        nonlocal extra
+        if len(found) < MAX_REPORTED:
+            found.append(diagnostic)
+        else:
+            extra += 1
+
+    seen_problems: set[str] = set()
+    for item in split.items:
+        if isinstance(item, Problem):
+            if item.message not in seen_problems:
+                seen_problems.add(item.message)
+                add(_located(item, report.mode, sources))
+            continue
+        facts = _inspect(item)
+        if not isinstance(facts, str):
+            report.count(item, facts)
+            continue
+        report.unusable += 1
+        if inputter.get("skip_corrupt"):
+            add(Diagnostic.at(item.where, report.key, f"{facts}; skip_corrupt leaves it out", "warning"))
+        else:
+            add(Diagnostic.at(item.where, report.key, f"{facts}; fix or remove it (or set inputter.skip_corrupt: true)"))
+    if extra:
+        found.append(_at_yaml(sources, ("inputter", report.mode),
+                              f"{extra} more problems in this split (the first {MAX_REPORTED} are shown)", "error"))
+    return found
+
+
+def _inspect(item: Example) -> ImageFacts | str:
+    """The example's image facts (inspecting its file now), or why the image is unusable."""
+    if item.problem is not None:
+        return item.problem
+    if item.facts is not None:
+        return item.facts
+    facts = inspect_file(item.path or "")
+    return f"image {item.path}: {facts}" if isinstance(facts, str) else facts
+
+
+def _located(problem: Problem, mode: str, sources: SourceMap) -> Diagnostic:
+    """A listing problem where it was found, or at the YAML key its message names (else inputter.<mode>)."""
+    key: JsonPath = ("inputter", mode)
+    message = problem.message
+    match = _KEY_PREFIX.match(message)
+    if match:
+        key, message = ("inputter", match.group("key")), message[match.end():]
+    if problem.where is not None:
+        return Diagnostic.at(problem.where, f"inputter.{mode}", message, problem.severity)
+    return _at_yaml(sources, key, message, problem.severity)
+
+
+def _at_yaml(sources: SourceMap, path: JsonPath, message: str, severity: str) -> Diagnostic:
+    return Diagnostic.at(sources.locate(path), path, message, severity)
+
+
+def _num_classes(inputter: dict[str, Any], report: SplitReport) -> int | None:
+    if isinstance(inputter.get("num_classes"), int):
+        return inputter["num_classes"]
+    return len(report.class_names) if report.class_names else None
+
+
+def _length_problems(
+    resolved: dict[str, Any], sources: SourceMap, train: SplitReport, world_size: int, known: set[str]
+) -> list[Diagnostic]:
+    """No full batch per epoch (the run would refuse to start), or a schedule that does not fit the run in steps."""
+    inputter = resolved["inputter"]
+    if train.steps == 0 and train.examples:
+        path: JsonPath = ("inputter", "batch_size")
+        return [_at_yaml(sources, path, (
+            f"batch_size {inputter['batch_size']} x {world_size} process(es) is larger than the train data "
+            f"({train.examples} examples): not one full batch per epoch; lower inputter.batch_size or set "
+            "inputter.drop_remainder: false"), "error")]
+    if not train.steps:
+        return []
+    return [d for d in check_schedule_length(resolved, sources, train.steps) if d.path not in known]
+
+
+def _require_pillow() -> None:
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        raise DslError("validate --data reads image headers with Pillow; pip install 'dslrun[train]' or pillow") from None

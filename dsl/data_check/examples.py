@@ -1,0 +1,50 @@
+"""What an inputter hands `dslrun validate --data`: its examples, one split at a time.
+
+An inputter registers `examples(params, mode) -> Split | None` (see `dsl.registry`); it
+lists its data as it would when built, without TensorFlow, and yields every example and
+every problem of the listing (a bad CSV row, a label out of range) instead of stopping at
+the first. The image files themselves are inspected by `dsl.data_check` afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dsl.data_check.images import ImageFacts
+from dsl.diagnostics import Location
+
+
+@dataclass(frozen=True)
+class Example:
+    """One listed example: its label, where it is listed, and its image (a file, or facts already read).
+
+    An image found unusable while listing (a record's bytes that do not decode) has a
+    `problem` instead of facts; like a bad file, it is an error, or a warning under `skip_corrupt`.
+    """
+
+    label: int
+    origin: str  # for people: "train.csv line 17", "data_batch_1.bin record 5"
+    where: Location  # where a problem with this example is reported
+    path: str | None = None  # an image file still to inspect
+    facts: ImageFacts | None = None  # known already (records read in memory)
+    problem: str | None = None  # why the image, read already, is unusable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A listing problem; with no `where`, it is reported at the split's YAML value (inputter.<mode>)."""
+
+    message: str
+    where: Location | None = None
+    severity: str = "error"
+
+
+@dataclass
+class Split:
+    """The data of one mode: the items (read lazily, so a large listing is never held whole)."""
+
+    items: Iterable[Example | Problem]
+    source: str  # what was read, for the summary: "data/train.csv", "5 .bin files"
+    class_names: list[str] | None = None
+    count: int | None = None  # examples that are generated, not listed (nothing to read)

@@ -1,0 +1,346 @@
+"""`dslrun validate --data`: the data a pipeline reads, checked without TensorFlow.
+
+Each test breaks a copy of one small generated set (`dslrun data synthetic`, 8x8, 3
+classes) in one way and expects one located line, as a user would fix it.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsl.cli import main
+
+PIPELINE = """\
+version: 1
+name: data
+inputter:
+  type: image_classification_csv
+  train: {data}/train.csv
+  val: {data}/eval.csv
+  num_classes: 3
+  image_shape: [8, 8, 3]
+  batch_size: 8
+network: {{type: mlp, hidden_units: [8]}}
+modeler: {{type: image_classification}}
+runner:
+  max_epochs: 2
+  workflow: [[train, 1], [val, 1]]
+"""
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert "Traceback" not in result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("generated") / "synthetic"
+    result = invoke("data", "synthetic", "--out", str(out), "--num-train", "60", "--num-val", "30",
+                    "--num-classes", "3", "--image-size", "8")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def data(generated: Path, tmp_path: Path) -> Path:
+    """A private copy of the generated set, to break."""
+    return Path(shutil.copytree(generated, tmp_path / "data"))
+
+
+def pipeline(tmp_path: Path, data: Path, text: str = PIPELINE, **replace: str) -> Path:
+    text = text.format(data=data)
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "p.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def rows(csv_file: Path) -> list[list[str]]:
+    return list(csv.reader(csv_file.open()))
+
+
+def line_of(csv_file: Path, index: int) -> tuple[int, Path]:
+    """CSV line and image of the data row `index` (the header is line 1)."""
+    return index + 2, csv_file.parent / rows(csv_file)[index + 1][0]
+
+
+def test_clean_data_is_summed_up_per_split(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"{path}: inputter.train: 60 examples from {data}/train.csv; 3 classes, 20 each; 8x8 RGB; "
+        "7 steps per epoch (batch 8 x 1 process)",
+        f"{path}: inputter.val: 30 examples from {data}/eval.csv; 3 classes, 10 each; 8x8 RGB; "
+        "4 batches per pass (batch 8 x 1 process)",
+    ]
+    assert result.stderr.strip() == "1 file, 0 invalid, 0 errors"
+
+
+def test_world_size_divides_the_steps(tmp_path: Path, data: Path) -> None:
+    result = invoke("validate", "--data", "--world-size", "2", str(pipeline(tmp_path, data)))
+    assert "3 steps per epoch (batch 8 x 2 processes)" in result.stdout
+    assert "2 batches per pass (batch 8 x 2 processes)" in result.stdout
+    result = invoke("validate", "--world-size", "2", str(pipeline(tmp_path, data)))
+    assert result.exit_code == 2 and "--world-size only applies to --data" in result.output
+
+
+def test_a_missing_image_is_an_error_at_its_csv_line(tmp_path: Path, data: Path) -> None:
+    line, image = line_of(data / "train.csv", 4)
+    image.unlink()
+    result = invoke("validate", "--data", str(pipeline(tmp_path, data)))
+    assert result.exit_code == 1
+    errors = [x for x in result.stdout.splitlines() if ": error: " in x]
+    assert errors == [f"{data / 'train.csv'}:{line}:1: error: inputter.train: image {image}: No such file or "
+                      "directory; fix or remove it (or set inputter.skip_corrupt: true)"]
+
+
+def test_a_truncated_png_is_an_error_at_its_csv_line(tmp_path: Path, data: Path) -> None:
+    line, image = line_of(data / "eval.csv", 2)
+    whole = image.read_bytes()
+    image.write_bytes(whole[: len(whole) // 2])
+    result = invoke("validate", "--data", str(pipeline(tmp_path, data)))
+    assert result.exit_code == 1
+    assert f"{data / 'eval.csv'}:{line}:1: error: inputter.val: image {image}: truncated (no end marker in its " \
+           f"{len(whole) // 2} bytes)" in result.stdout
+
+
+def test_damage_inside_a_png_is_found_without_decoding(tmp_path: Path, data: Path) -> None:
+    line, image = line_of(data / "train.csv", 0)
+    damaged = bytearray(image.read_bytes())
+    damaged[40] ^= 0xFF  # inside the first chunk after the header: its checksum no longer matches
+    image.write_bytes(bytes(damaged))
+    result = invoke("validate", "--data", str(pipeline(tmp_path, data)))
+    assert result.exit_code == 1
+    assert f"{data / 'train.csv'}:{line}:1: error: inputter.train: image {image}: cannot be decoded" in result.stdout
+
+
+def test_a_label_out_of_range_is_an_error_at_its_csv_line_and_every_bad_row_is_reported(tmp_path: Path, data: Path) -> None:
+    table = rows(data / "train.csv")
+    table[3][1], table[7][1] = "3", "x"
+    with (data / "train.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows(table)
+    result = invoke("validate", "--data", str(pipeline(tmp_path, data)))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:2] == [
+        f"{data / 'train.csv'}:4:1: error: inputter.train: label 3 is outside 0..2; fix the row or set "
+        "inputter.num_classes",
+        f"{data / 'train.csv'}:8:1: error: inputter.train: label 'x' is not an integer; labels are class indices "
+        "0..2 (set inputter.header: true if this row is a header)",
+    ]
+
+
+def test_a_class_without_examples_is_a_warning_at_the_split(tmp_path: Path, data: Path) -> None:
+    table = [row for row in rows(data / "eval.csv") if row[1] != "2"]
+    with (data / "eval.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows(table)
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 0
+    assert f"{path}:6:8: warning: inputter.val: class 2 has no example in this split: its accuracy is never " \
+           "measured; add examples or check the labels" in result.stdout
+    assert "inputter.val: 20 examples from" in result.stdout and "2 classes, 10 each" in result.stdout
+
+
+def test_heavy_imbalance_is_a_warning(tmp_path: Path, data: Path) -> None:
+    table = rows(data / "train.csv")
+    kept = table[:1] + [row for row in table[1:] if row[1] != "1"] + [row for row in table[1:] if row[1] == "1"][:1]
+    with (data / "train.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows(kept)
+    result = invoke("validate", "--data", str(pipeline(tmp_path, data)))
+    assert "warning: inputter.train: the classes are heavily imbalanced: class 0 has 20 examples, class 1 1 (20x " \
+           "fewer)" in result.stdout
+
+
+def test_an_image_in_train_and_val_is_a_warning_naming_both(tmp_path: Path, data: Path) -> None:
+    train_line, train_image = line_of(data / "train.csv", 5)
+    val_line, val_image = line_of(data / "eval.csv", 9)
+    shutil.copy(train_image, val_image)
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 0
+    assert (f"{path}:6:8: warning: inputter.val: 1 of 30 images has the same content as a train image "
+            f"(eval.csv line {val_line} = train.csv line {train_line}), so the val score overstates what the model "
+            "learnt; remove it from one of the splits") in result.stdout
+
+
+def test_with_skip_corrupt_bad_images_are_warnings_and_not_counted(tmp_path: Path, data: Path) -> None:
+    _, image = line_of(data / "train.csv", 4)
+    image.write_bytes(b"not an image")
+    path = pipeline(tmp_path, data, **{"  batch_size: 8": "  batch_size: 8\n  skip_corrupt: true"})
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 0
+    assert f"warning: inputter.train: image {image}: not a PNG or JPEG file; skip_corrupt leaves it out" in result.stdout
+    assert "inputter.train: 59 examples from" in result.stdout and ", 1 more unusable;" in result.stdout
+
+
+def test_a_missing_csv_is_located_at_its_yaml_value(tmp_path: Path, data: Path) -> None:
+    (data / "eval.csv").unlink()
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    assert f"{path}:6:8: error: inputter.val: {data}/eval.csv does not exist" in result.stdout
+
+
+def test_steps_per_epoch_decide_the_schedule_and_batch_checks(tmp_path: Path, data: Path) -> None:
+    # 60 examples / 8 = 7 steps per epoch: a warmup of 0.5 epochs is 4 steps, longer than a 3-step run.
+    path = pipeline(tmp_path, data, **{"max_epochs: 2": "max_iters: 3",
+                                       "{type: image_classification}": "{type: image_classification, lr_schedule: "
+                                                                       "{type: cosine, warmup_epochs: 0.5}}"})
+    assert invoke("validate", str(path)).exit_code == 0  # epochs alone cannot tell
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    assert (f"{path}:11:82: error: modeler.lr_schedule.warmup_epochs: the warmup (0.5 epochs = 4 steps at 7 steps "
+            f"per epoch) is as long as the whole run (runner.max_iters: 3 at {path}:13 = 3 steps), so the cosine has "
+            "no steps left") in result.stdout
+    path = pipeline(tmp_path, data, **{"batch_size: 8": "batch_size: 64"})
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    assert (f"{path}:9:15: error: inputter.batch_size: batch_size 64 x 1 process(es) is larger than the train data "
+            "(60 examples)") in result.stdout
+
+
+def test_json_report_carries_the_splits(tmp_path: Path, data: Path) -> None:
+    import json
+
+    result = invoke("validate", "--data", "--format", "json", str(pipeline(tmp_path, data)))
+    [entry] = json.loads(result.stdout)["files"]
+    assert entry["data"][0] == {"split": "inputter.train", "source": f"{data}/train.csv", "examples": 60,
+                                "unusable": 0, "classes": {"0": 20, "1": 20, "2": 20}, "sizes": {"8x8": 60},
+                                "modes": {"RGB": 60}, "steps": 7}
+
+
+# ------------------------------------------------------------------ the other inputters that read files
+
+FOLDER = PIPELINE.replace("type: image_classification_csv", "type: image_folder").replace(
+    "{data}/train.csv", "{data}/folders/train").replace("{data}/eval.csv", "{data}/folders/val")
+
+
+def as_folders(data: Path) -> None:
+    for split, listing in (("train", "train.csv"), ("val", "eval.csv")):
+        for image, label in rows(data / listing)[1:]:
+            target = data / "folders" / split / f"c{label}"
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy(data / image, target)
+
+
+def test_image_folder_bad_image_and_empty_class(tmp_path: Path, data: Path) -> None:
+    as_folders(data)
+    for image in (data / "folders" / "val" / "c1").iterdir():
+        image.unlink()
+    bad = data / "folders" / "train" / "c0" / "zz.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(20))
+    path = pipeline(tmp_path, data, FOLDER, **{"[8, 8, 3]": "[4, 4, 1]"})
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{bad}:1:1: error: inputter.train: image {bad}: truncated")
+    assert f"{path}:6:8: warning: inputter.val: class 1 (c1) has no example in this split" in lines[1]
+    assert lines[2].endswith("60 examples from " + f"{data}/folders/train, 1 more unusable; 3 classes, 20 each; "
+                             "8x8 RGB (fed as 4x4x1); 7 steps per epoch (batch 8 x 1 process)")
+
+
+CIFAR = """\
+version: 1
+inputter: {{type: cifar10_binary, data_dir: {data}, batch_size: 4}}
+network: {{type: mlp, hidden_units: [8]}}
+modeler: {{type: image_classification}}
+runner:
+  max_epochs: 1
+  workflow: [[train, 1], [val, 1]]
+"""
+
+
+def test_cifar10_binary_labels_size_and_overlap(tmp_path: Path) -> None:
+    folder = tmp_path / "cifar"
+    folder.mkdir()
+
+    def record(label: int, fill: int) -> bytes:
+        return bytes([label]) + bytes([fill]) * 3072
+
+    for number in range(1, 6):
+        (folder / f"data_batch_{number}.bin").write_bytes(b"".join(record(i, number * 10 + i) for i in range(10)))
+    (folder / "test_batch.bin").write_bytes(b"".join(record(i, 200 + i) for i in range(9)) + record(12, 1) + record(3, 13))
+    path = pipeline(tmp_path, folder, CIFAR)
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    assert f"{folder}/test_batch.bin:1:1: error: inputter.val: record 10: label 12 is outside 0..9" in result.stdout
+    assert ("warning: inputter.val: 1 of 10 images has the same content as a train image (test_batch.bin record 11 "
+            "= data_batch_1.bin record 4)") in result.stdout
+    assert f"inputter.train: 50 examples from data_batch_1.bin .. data_batch_5.bin in {folder}; 10 classes, 5 each; " \
+           "32x32 RGB; 12 steps per epoch" in result.stdout
+    with (folder / "data_batch_2.bin").open("ab") as handle:
+        handle.write(b"xx")
+    assert f"{folder}/data_batch_2.bin:1:1: error: inputter.train: {folder}/data_batch_2.bin has 30732 bytes, not a " \
+           "positive multiple" in invoke("validate", "--data", str(path)).stdout
+
+
+TFRECORD = PIPELINE.replace("type: image_classification_csv", "type: tfrecord").replace(
+    "{data}/train.csv", "{data}/train.tfrecord").replace("{data}/eval.csv", "'{data}/val-*.tfrecord'")
+
+
+def write_records(path: Path, records: list[bytes]) -> None:
+    """TFRecord framing (length, its CRC, data, data CRC); the CRCs are not checked by validate --data."""
+    with path.open("wb") as handle:
+        for record in records:
+            handle.write(struct.pack("<QI", len(record), 0) + record + struct.pack("<I", 0))
+
+
+def example(image: bytes, label: int) -> bytes:
+    from dsl.inputters._example_proto import example_class
+
+    message = example_class()()
+    for key, value in (("image/encoded", image), ("image/class/label", label)):
+        entry = message.features.feature.add(key=key)
+        if isinstance(value, bytes):
+            entry.value.bytes_list.value.append(value)
+        else:
+            entry.value.int64_list.value.append(value)
+    return message.SerializeToString()
+
+
+def test_tfrecord_records_are_parsed_without_tensorflow(tmp_path: Path, data: Path) -> None:
+    listed = [(data / image, int(label)) for image, label in rows(data / "train.csv")[1:]]
+    records = [example(image.read_bytes(), label) for image, label in listed]
+    records[2] = example(listed[2][0].read_bytes()[:60], 0)
+    records[4] = example(listed[4][0].read_bytes(), 7)
+    write_records(data / "train.tfrecord", records)
+    write_records(data / "val-0.tfrecord", records[10:20])
+    path = pipeline(tmp_path, data, TFRECORD)
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    assert f"{data}/train.tfrecord:1:1: error: inputter.train: record 3: the image is truncated" in result.stdout
+    assert (f"{data}/train.tfrecord:1:1: error: inputter.train: record 5: label 7 (feature 'image/class/label') is "
+            "outside 0..2") in result.stdout
+    assert "inputter.val: 10 of 10 images have the same content as a train image" in result.stdout
+    assert "inputter.train: 58 examples from 1 TFRecord file, 1 more unusable; 3 classes" in result.stdout
+
+
+@pytest.mark.slow
+def test_tfrecords_written_by_tensorflow_are_read_alike(tmp_path: Path, data: Path) -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(data / "train.tfrecord")) as writer:
+        for image, label in rows(data / "train.csv")[1:]:
+            features = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[(data / image).read_bytes()])),
+                        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+    shutil.copy(data / "train.tfrecord", data / "val-0.tfrecord")
+    result = invoke("validate", "--data", str(pipeline(tmp_path, data, TFRECORD)))
+    assert "inputter.train: 60 examples from 1 TFRecord file; 3 classes, 20 each; 8x8 RGB; 7 steps" in result.stdout
+
+
+def test_validate_data_imports_no_tensorflow(tmp_path: Path, data: Path) -> None:
+    from test_no_tensorflow import loaded_modules
+
+    assert loaded_modules("validate", "--data", str(pipeline(tmp_path, data))) == []
