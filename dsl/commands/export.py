@@ -1,6 +1,9 @@
-"""`dslrun export FILE --out DIR`: a SavedModel with a serving signature."""
+"""`dslrun export FILE --out DIR [--force]`: a SavedModel with two serving signatures (see dsl.serving)."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import click
 
@@ -10,20 +13,56 @@ from dsl.commands._common import load_or_exit, set_option, user_errors
 @click.command("export")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Directory of the SavedModel.")
+@click.option("--force", is_flag=True, help="Replace an earlier export in --out (other non-empty directories are refused).")
 @set_option
 @click.option("--checkpoint", metavar="PATH", help="Checkpoint prefix or directory (default: the run directory's latest).")
 @user_errors
-def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | None) -> None:
-    """Export FILE's trained model as a SavedModel.
+def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | None, force: bool) -> None:
+    """Export FILE's trained model as a SavedModel in --out (refused when --out is not empty, unless --force).
 
-    The `serving_default` signature takes `images` (float32, N x H x W x C, values in
-    [0, 1]), applies the augmenter's eval preprocessing, and returns `classes` and
-    `probabilities`.
+    Two signatures, both applying the augmenter's eval preprocessing and returning `classes`
+    and `probabilities`: `serving_default` takes `images` (float32, N x H x W x C, values in
+    [0, 1]); `serving_bytes` takes `image_bytes` (string, N: encoded PNG/JPEG files of any
+    size and channels, decoded and resized in the graph, as TF Serving clients send them).
+    The signatures are printed after the export.
     """
+    from dsl.errors import DslError
+
     spec = load_or_exit(path, overrides)
-    from dsl.engine.export import export_saved_model
+    problem = out_problem(out, force)
+    if problem:
+        raise DslError(problem)
     from dsl.engine.launch import restored_runner
+    from dsl.serving import export_saved_model
 
     runner = restored_runner(spec, checkpoint)
-    export_saved_model(runner, out)
+    signatures = export_saved_model(runner, out)
     click.echo(f"dslrun: exported {runner.restored_from} to {out}")
+    for signature in signatures:
+        click.echo(f"  {signature}")
+
+
+# What a directory holds when it is an earlier export, and so may be replaced with --force.
+SAVED_MODEL_ENTRIES = frozenset({"saved_model.pb", "variables", "assets", "fingerprint.pb", "keras_metadata.pb"})
+
+
+def out_problem(out: str | Path, force: bool) -> str | None:
+    """Why the export must not write to `out`, or None; checked before TensorFlow starts.
+
+    `--force` replaces an earlier export only: a directory holding anything else (other
+    models, a home directory given by mistake) is never deleted.
+    """
+    path = Path(out)
+    if not path.exists():
+        return None
+    entries = sorted(os.listdir(path)) if path.is_dir() else []
+    if not path.is_dir() or not entries:
+        return None if path.is_dir() else f"--out {out} is a file, not a directory"
+    if not force:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        return f"--out {out} is not empty ({shown}); choose another directory, or pass --force to replace an earlier export"
+    foreign = [entry for entry in entries if entry not in SAVED_MODEL_ENTRIES]
+    if foreign or "saved_model.pb" not in entries:
+        what = f"holds {', '.join(foreign[:3])}" if foreign else "has no saved_model.pb"
+        return f"--out {out} {what}: it is not an earlier export, and --force only replaces one; choose another directory"
+    return None

@@ -284,7 +284,7 @@ def explain_data_error(exc: tf.errors.OpError) -> DslError | None:
     Returns None when the error does not come from the data (the caller reports it as is).
     """
     raw = exc.message or str(exc)
-    message = _clean(raw)
+    message = clean_error(raw)
     if ASSERT_MARKER in message:
         return DslError(_assert_text(message))
     found = _PATH_ERROR.search(message)
@@ -298,7 +298,7 @@ def explain_data_error(exc: tf.errors.OpError) -> DslError | None:
     return None
 
 
-def _clean(message: str) -> str:
+def clean_error(message: str) -> str:
     """The line of a TensorFlow error that says what went wrong.
 
     Eager errors read `{{function_node ...}} <what> [[{{node ...}}]] [Op:...]`; errors from
