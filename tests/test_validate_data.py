@@ -190,6 +190,7 @@ def test_a_missing_csv_is_located_at_its_yaml_value(tmp_path: Path, data: Path) 
     result = invoke("validate", "--data", str(path))
     assert result.exit_code == 1
     assert f"{path}:6:8: error: inputter.val: {data}/eval.csv does not exist" in result.stdout
+    assert f"{path}: inputter.val: nothing read from {data}/eval.csv (see the errors above)" in result.stdout
 
 
 def test_steps_per_epoch_decide_the_schedule_and_batch_checks(tmp_path: Path, data: Path) -> None:

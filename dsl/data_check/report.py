@@ -55,6 +55,8 @@ class SplitReport:
         unit = "steps per epoch" if self.mode == "train" else "batches per pass"
         if self.generated is not None:
             return f"{self.key}: {self.generated} examples {self.source}; {self.steps} {unit} ({batch})"
+        if not self.examples and not self.unusable:
+            return f"{self.key}: nothing read from {self.source} (see the errors above)"
         parts = [f"{self.key}: {self.examples} examples from {self.source}"]
         if self.unusable:
             parts[0] += f", {self.unusable} more unusable"

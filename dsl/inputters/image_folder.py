@@ -57,8 +57,9 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     from dsl.diagnostics import Location
 
     try:
+        dirs = [existing_dir(v, f"inputter.{mode}") for v in as_list(params[mode])]
         classes = _classes(params, _folders(params))
-        listing = _listing(mode, _folders(params)[mode], classes)
+        listing = _listing(mode, dirs, classes)
     except DslError as exc:
         return Split([Problem(str(exc))], source=", ".join(as_list(params[mode])))
     items = (
