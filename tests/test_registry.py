@@ -40,3 +40,8 @@ def test_duplicate_registration_raises() -> None:
     with pytest.raises(RegistryError, match="registered twice"):
         register("network", "mlp", params={}, description="again")(lambda params, context: None)
     assert lookup("network", "mlp") is existing
+
+
+def test_every_inputter_lists_its_examples_for_validate_data() -> None:
+    missing = [c.type for c in components("inputter") if c.examples is None]
+    assert not missing, f"inputter types without `examples` (validate --data cannot check them): {missing}"

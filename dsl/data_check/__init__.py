@@ -45,7 +45,9 @@ def check_data(
     inputter = resolved["inputter"]
     component = registry.lookup("inputter", inputter["type"])
     if component.examples is None:
-        return [], []
+        path: JsonPath = ("inputter", "type")
+        message = f"validate --data cannot read the data of inputter type {component.type} (it declares no examples)"
+        return [_at_yaml(sources, path, message, "warning")], []
     diagnostics: list[Diagnostic] = []
     reports: list[SplitReport] = []
     for mode in (m for m in MODES if m in declared_modes(inputter)):

@@ -48,6 +48,7 @@ def inspect_bytes(data: bytes) -> ImageFacts | str:
         return problem
     from PIL import Image
 
+    Image.MAX_IMAGE_PIXELS = None  # a large image is no decompression bomb here: its pixels are never decoded
     try:
         with Image.open(io.BytesIO(data)) as image:
             (width, height), mode, channels = image.size, image.mode, len(image.getbands())
