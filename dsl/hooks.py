@@ -99,6 +99,20 @@ class Hook:
     def after_val_iter(self, runner: Any) -> None:
         self.after_iter(runner)
 
+    # State that must survive a restart (MMEngine's checkpoint hook points).
+    def before_save_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        """Put into `state` (JSON values) what this callback must remember across a restart.
+
+        A best score or a patience counter reset by a resume would change the run's
+        decisions; saved with every checkpoint and given back to `after_load_checkpoint`,
+        a resumed run decides as an uninterrupted one. Keep such state from `__init__` on:
+        `before_run` comes after the load.
+        """
+
+    def after_load_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        """Take back what `before_save_checkpoint` put into `state`; called when a run resumes
+        from a checkpoint that holds it, before `before_run`."""
+
 
 def sort_hooks(hooks: list[Hook]) -> list[Hook]:
     """Hooks in calling order: by priority value, then by their order in the list."""

@@ -368,6 +368,45 @@ def test_early_stopping_unknown_monitor_lists_available_outputs(tmp_path):
         runner.run([make("early_stopping")], TRAIN)
 
 
+def saved_states(runner: FakeRunner, hooks: list[Hook]) -> dict[str, dict[str, Any]]:
+    """What the runner writes beside a checkpoint for each hook (before_save_checkpoint)."""
+    states: dict[str, dict[str, Any]] = {}
+    for hook in hooks:
+        hook.before_save_checkpoint(runner, states.setdefault(hook.name, {}))
+    return states
+
+
+def test_early_stopping_and_eval_basic_state_survives_a_resume(tmp_path, capsys):
+    first = [make("early_stopping", patience=3), make("eval_basic")]
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2, steps_per_epoch=2)
+    runner.run(first, TRAIN, sequence("loss", [1.0, 0.5], accuracy=0.9))
+    states = json.loads(json.dumps(saved_states(runner, first)))  # as the state file stores them
+    capsys.readouterr()
+
+    # Resumed at epoch 2 (step 4): the patience and the best carry on.
+    second = [make("early_stopping", patience=3), make("eval_basic")]
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=9, steps_per_epoch=2)
+    runner.step, runner.epoch, runner.resumed = 4, 2, True
+    for hook in second:
+        hook.after_load_checkpoint(runner, states[hook.name])
+    runner.run(second, TRAIN, sequence("loss", [0.6, 0.7, 0.8, 0.9], accuracy=0.7))
+    assert runner.epoch == 5 and "best 0.5000 at step 4" in runner.stop_reason
+    assert capsys.readouterr().out.splitlines()[-1] == "best val accuracy 0.9000 at step 2"
+
+
+def test_early_stopping_whose_patience_was_spent_stops_when_loaded(tmp_path):
+    hook = make("early_stopping", patience=2)
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)))
+    state = {"monitor": "val/loss", "mode": "min", "best": 0.5, "best_step": 4, "wait": 2}
+    hook.after_load_checkpoint(runner, state)
+    assert runner.should_stop and "best 0.5000 at step 4; raise early_stopping.patience" in runner.stop_reason
+    # State of another monitor is not this callback's: it starts afresh.
+    other = make("early_stopping", monitor="val/accuracy", patience=2)
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)))
+    other.after_load_checkpoint(runner, state)
+    assert not runner.should_stop and (other.wait, other.best) == (0, None)
+
+
 def test_terminate_on_nan_fails_before_checkpoints_are_written(tmp_path):
     losses = sequence("loss", [1.0, 0.5, math.nan, 0.4], accuracy=0.5)
     runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=4)
@@ -460,12 +499,17 @@ def test_checkpoint_keeps_the_best_model_apart_and_resumes_its_record(tf, tmp_pa
     assert "new best val/accuracy 0.6000 at step 4" in capsys.readouterr().out
 
     # A resumed run keeps the earlier best unless it beats it; a fresh run starts its own.
-    for resumed, best in [(True, 0.6), (False, 0.55)]:
+    # The best comes from the checkpoint's state, else (older checkpoints) from best.json.
+    for resumed, state, best in [(True, None, 0.6), (True, {"monitor": "val/accuracy", "mode": "max", "best": 0.5},
+                                                         0.55), (False, None, 0.55)]:
         runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=1, steps_per_epoch=2, model=model)
         runner.resumed = resumed
         hook = make("checkpoint", save_best={"monitor": "val/accuracy"})
+        if state is not None:
+            hook.after_load_checkpoint(runner, state)
         runner.run([hook], TRAIN, constant(loss=1.0, accuracy=0.55))
         assert json.loads((tmp_path / "best" / "best.json").read_text())["value"] == best
+        assert saved_states(runner, [hook])["checkpoint"] == {"monitor": "val/accuracy", "mode": "max", "best": best}
 
 
 def test_csv_logger_appends_across_runs_with_one_header(tmp_path):

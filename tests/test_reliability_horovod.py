@@ -4,6 +4,7 @@ ends with the same bits as one never interrupted. Run alone with `pytest -m mult
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -97,3 +98,24 @@ def test_two_ranks_killed_mid_epoch_resume_bit_identical(tmp_path: Path, data: P
     final, expected = arrays(checkpoints / "ckpt-12"), arrays(tmp_path / "run-ref" / "checkpoints" / "ckpt-12")
     assert final.keys() == expected.keys() and any(name.startswith("rng/") for name in final)
     assert [name for name in final if not np.array_equal(final[name], expected[name])] == []
+
+
+def test_two_ranks_agree_a_finished_run_is_finished_and_continue_a_longer_one(tmp_path: Path, data: Path) -> None:
+    """Both ranks skip the val phase and stop alike: a rank that evaluated alone would wait in its allreduce."""
+    pipeline = tmp_path / "val.yaml"
+    pipeline.write_text(PIPELINE.format(data=data, run=tmp_path / "run")
+                        .replace("  num_classes: 4", f"  val: {data}/eval.csv\n  num_classes: 4")
+                        .replace("workflow: [[train, 1]]", "workflow: [[train, 1], [val, 1]]")
+                        .replace("max_epochs: 2", "max_epochs: 1"))
+    finish(start(pipeline))
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    before = metrics.read_text()
+    output = finish(start(pipeline), timeout=120)
+    assert f"already finished at step 6 ({tmp_path / 'run'})" in output
+    assert metrics.read_text() == before
+
+    process = subprocess.Popen([*HOROVODRUN, str(pipeline), "--set", "runner.max_epochs=2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True)
+    assert "resumed from" in finish(process)
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(r["mode"], r["step"]) for r in records] == [("train", 6), ("val", 6), ("train", 12), ("val", 12)]

@@ -38,7 +38,7 @@ modeler:
   optimizer: {{type: momentum, learning_rate: 0.05, momentum: 0.9}}
 callbacks:
   - {{type: train_basic}}
-  - {{type: checkpoint, every_n_epochs: 1, max_to_keep: 10}}
+  - {{type: checkpoint, every_n_epochs: 1, max_to_keep: 10, save_best: {{monitor: val/accuracy}}}}
   - {{type: train_summary, every_n_iters: 5}}
 runner:
   model_dir: {run}
@@ -98,8 +98,10 @@ def test_training_learns_and_fills_the_run_directory(trained: Path) -> None:
 def test_eval_reproduces_the_logged_accuracy(trained: Path) -> None:
     run = trained.parent / "run"
     logged = [r for r in records(run) if r["mode"] == "val"][-1]
-    result = json.loads(dslrun("eval", str(trained)).stdout.strip().splitlines()[-1])
+    output = dslrun("eval", str(trained))
+    result = json.loads(output.stdout.strip().splitlines()[-1])
     assert result["step"] == 36
+    assert output.stderr.startswith(f"dslrun: using checkpoint {run / 'checkpoints' / 'ckpt-36'} (step 36)")
     assert result["accuracy"] == pytest.approx(logged["accuracy"], abs=1e-6)
     assert result["loss"] == pytest.approx(logged["loss"], rel=1e-5)
 
@@ -127,13 +129,57 @@ def test_export_reload_gives_the_same_predictions(trained: Path, data: Path, tmp
         assert row == pytest.approx(p["probabilities"], abs=1e-5)
 
 
-def test_rerun_resumes_and_extends_training(tmp_path: Path, data: Path) -> None:
+def test_the_best_model_serves_eval_predict_and_export(trained: Path, data: Path, tmp_path: Path) -> None:
+    best_dir = trained.parent / "run" / "best"
+    best = json.loads((best_dir / "best.json").read_text())
+    prefix = best_dir / best["checkpoint"]
+    result = dslrun("eval", str(trained), "--checkpoint", "best")
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (record["checkpoint"], record["step"], record["epoch"]) == (str(prefix), best["step"], best["epoch"])
+    assert record["accuracy"] == pytest.approx(best["value"], abs=1e-6)
+    assert result.stderr.startswith(f"dslrun: using checkpoint {prefix} (step {best['step']}, best val/accuracy")
+
+    images = sorted(str(p) for p in (data / "eval").glob("*.png"))[:2]
+    predicted = dslrun("predict", str(trained), *images, "--checkpoint", str(prefix)).stdout.splitlines()
+    assert [json.loads(line)["image"] for line in predicted] == images
+    out = tmp_path / "saved"
+    exported = dslrun("export", str(trained), "--out", str(out), "--checkpoint", str(best_dir))
+    assert f"exported {prefix} to {out}" in exported.stdout and (out / "saved_model.pb").exists()
+
+
+def test_checkpoint_errors_name_the_flag_the_user_gave(trained: Path, data: Path, tmp_path: Path) -> None:
+    missing = trained.parent / "run" / "nonexist"
+    expected = f"dslrun: error: --checkpoint {missing}: no such checkpoint (expected a directory or a prefix with"
+    image = str(sorted((data / "eval").glob("*.png"))[0])
+    for command in (("eval",), ("predict", image)):
+        result = dslrun(command[0], str(trained), *command[1:], "--checkpoint", str(missing), check=False)
+        assert result.returncode == 1 and result.stderr.startswith(expected), result.stderr
+    empty = tmp_path / "no-best"
+    result = dslrun("export", str(trained), "--out", str(tmp_path / "out"), "--checkpoint", "best",
+                    "--set", f"runner.model_dir={empty}", check=False)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"dslrun: error: --checkpoint best: {empty} has no best model"), result.stderr
+    best = trained.parent / "run" / "best"
+    result = dslrun(str(trained), "--resume-from", str(best), "--set", f"runner.model_dir={empty}", check=False)
+    assert result.returncode == 1 and "holds the model's weights only" in result.stderr and "init_checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_finished_run_run_again_writes_nothing_and_a_longer_one_continues(tmp_path: Path, data: Path) -> None:
     pipeline = write_pipeline(tmp_path, data)
+    run = tmp_path / "run"
     dslrun(str(pipeline), "--set", "runner.max_epochs=1")
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()}
+    result = dslrun(str(pipeline), "--set", "runner.max_epochs=1")
+    assert result.stderr == f"dslrun: already finished at step 12 ({run}); raise runner.max_epochs (1) to train further\n"
+    assert result.stdout == ""
+    assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()} == before
+
     result = dslrun(str(pipeline), "--set", "runner.max_epochs=2")
     assert "resumed from" in result.stderr and "at step 12" in result.stderr
-    train = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
-    assert [(r["epoch"], r["step"]) for r in train] == [(1, 12), (2, 24)]
+    history = records(run)
+    for mode in ("train", "val"):  # the val phase of epoch 1 ran once, before the first run ended
+        assert [(r["epoch"], r["step"]) for r in history if r["mode"] == mode] == [(1, 12), (2, 24)]
 
 
 def test_killed_run_continues_from_its_last_checkpoint(tmp_path: Path, data: Path) -> None:

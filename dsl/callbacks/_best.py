@@ -51,3 +51,12 @@ def _write_synced(path: Path, text: str) -> None:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def record_of(prefix: str) -> dict[str, Any] | None:
+    """The best.json beside checkpoint `prefix` when it describes that checkpoint (its step, epoch and value)."""
+    try:
+        record = json.loads((Path(prefix).parent / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("checkpoint") == Path(prefix).name else None

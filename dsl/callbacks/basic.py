@@ -67,8 +67,18 @@ class EvalBasic(Hook):
     priority = "VERY_LOW"
     chief_only = True
 
-    def before_run(self, runner: Any) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+        super().__init__(params, context)
         self.best: tuple[float, int] | None = None
+
+    def before_save_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        if self.best is not None:
+            state.update(accuracy=self.best[0], step=self.best[1])
+
+    def after_load_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        """A resumed run's best line covers the whole run, not only what this process saw."""
+        if state.get("accuracy") is not None:
+            self.best = (float(state["accuracy"]), int(state["step"]))
 
     def after_val_epoch(self, runner: Any) -> None:
         values = runner.phase_outputs

@@ -81,6 +81,8 @@ class Checkpoint(Hook):
             if best is not None
             else None
         )
+        self.best_value: float | None = None
+        self._best_loaded = False
 
     def before_run(self, runner: Any) -> None:
         self._iters = Cadence(self.params["every_n_iters"], runner.step)
@@ -88,22 +90,33 @@ class Checkpoint(Hook):
         self._epochs = Cadence(
             None if self.params["every_n_iters"] else self.params["every_n_epochs"], runner.epoch
         )
-        self.best_value: float | None = None
         if self.best_monitor is not None:
             self.best_monitor.check_workflow(runner)
-            if runner.resumed:
+            if runner.resumed and not self._best_loaded:
                 self._resume_best(runner)
 
+    def before_save_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        if self.best_monitor is not None:
+            state.update(monitor=self.best_monitor.name, mode=self.best_monitor.mode, best=self.best_value)
+
+    def after_load_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        """The best so far as it stood at the checkpoint being resumed (unless it watched something else)."""
+        if self.best_monitor is not None and self._same_monitor(state):
+            self.best_value, self._best_loaded = state.get("best"), True
+
     def _resume_best(self, runner: Any) -> None:
-        """Continue from the best of the run being resumed, unless it watched something else.
+        """A checkpoint written before callback state was saved: continue from best.json.
 
         A fresh run (e.g. `--no-resume`) starts its own best, replacing best/ at its first val.
         """
         from dsl.callbacks._best import read_best
 
         record = read_best(Path(runner.model_dir))
-        if record and record.get("monitor") == self.best_monitor.name and record.get("mode") == self.best_monitor.mode:
+        if record and self._same_monitor(record):
             self.best_value = float(record["value"])
+
+    def _same_monitor(self, record: dict[str, Any]) -> bool:
+        return (record.get("monitor"), record.get("mode")) == (self.best_monitor.name, self.best_monitor.mode)
 
     def after_train_iter(self, runner: Any) -> None:
         if self._iters.advance(runner.step):

@@ -67,12 +67,25 @@ class EarlyStopping(Hook):
             self.params["monitor"], self.params["mode"], "early_stopping.monitor", self.params["min_delta"]
         )
         self.patience = int(self.params["patience"])
-
-    def before_run(self, runner: Any) -> None:
-        self.monitor.check_workflow(runner)
         self.best: float | None = self.params["baseline"]
         self.best_step: int | None = None
         self.wait = 0
+
+    def before_run(self, runner: Any) -> None:
+        self.monitor.check_workflow(runner)
+
+    def before_save_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        state.update(monitor=self.monitor.name, mode=self.monitor.mode, best=self.best, best_step=self.best_step,
+                     wait=self.wait)
+
+    def after_load_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+        """Resume the patience of the run being resumed (unless it watched something else);
+        when it was already spent, that run stopped here, and so does this one."""
+        if (state.get("monitor"), state.get("mode")) != (self.monitor.name, self.monitor.mode):
+            return
+        self.best, self.best_step, self.wait = state.get("best"), state.get("best_step"), int(state.get("wait", 0))
+        if self.wait >= self.patience:
+            runner.request_stop(f"{self._reason()}; raise early_stopping.patience to train further")
 
     def after_epoch(self, runner: Any) -> None:
         current = self.monitor.value(runner)

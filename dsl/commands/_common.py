@@ -17,6 +17,11 @@ set_option = click.option(
     help="Override a value, e.g. --set runner.max_epochs=2 (value parsed as YAML; repeatable).",
 )
 
+CHECKPOINT_HELP = (
+    "Checkpoint prefix or directory, or `best` for the run directory's best model (checkpoint.save_best); "
+    "default: the run directory's latest."
+)
+
 
 def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The resolved pipeline; every located error (and warning) on stderr, exit status 1 on errors."""

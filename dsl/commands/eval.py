@@ -13,13 +13,13 @@ from typing import Any
 
 import click
 
-from dsl.commands._common import load_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, load_or_exit, set_option, user_errors
 
 
 @click.command("eval")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @set_option
-@click.option("--checkpoint", metavar="PATH", help="Checkpoint prefix or directory (default: the run directory's latest).")
+@click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
 @click.option("--mode", type=click.Choice(["val", "test"]), default="val", show_default=True, help="Which data to evaluate on.")
 @click.option("--watch", is_flag=True, help="Evaluate each new checkpoint of the run directory once, until the run ends.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
@@ -48,8 +48,10 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     runner = restored_runner(spec, checkpoint)
     _require_data(runner, mode, DslError)
     values = runner.evaluate(mode)
-    record = {"mode": mode, "checkpoint": runner.restored_from, "step": runner.step, "epoch": runner.epoch, **values}
-    runner.log_metrics(f"eval_{mode}", {"checkpoint": runner.restored_from, **values})
+    # Where the weights were taken (a best/ checkpoint's from best.json; null when unknown).
+    where = {"checkpoint": runner.restored_from, "step": runner.restored_step, "epoch": runner.restored_epoch}
+    record = {"mode": mode, **where, **values}
+    runner.log_metrics(f"eval_{mode}", {**where, **values})
     if runner.placement.is_chief:
         click.echo(json.dumps(record))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dsl.commands._common import load_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, load_or_exit, set_option, user_errors
 
 
 @click.command("export")
@@ -15,7 +15,7 @@ from dsl.commands._common import load_or_exit, set_option, user_errors
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Directory of the SavedModel.")
 @click.option("--force", is_flag=True, help="Replace an earlier export in --out (other non-empty directories are refused).")
 @set_option
-@click.option("--checkpoint", metavar="PATH", help="Checkpoint prefix or directory (default: the run directory's latest).")
+@click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
 @user_errors
 def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | None, force: bool) -> None:
     """Export FILE's trained model as a SavedModel in --out (refused when --out is not empty, unless --force).

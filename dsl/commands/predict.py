@@ -7,14 +7,14 @@ import sys
 
 import click
 
-from dsl.commands._common import echo_err, load_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, echo_err, load_or_exit, set_option, user_errors
 
 
 @click.command("predict")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @click.argument("images", metavar="IMAGE...", nargs=-1, required=True)
 @set_option
-@click.option("--checkpoint", metavar="PATH", help="Checkpoint prefix or directory (default: the run directory's latest).")
+@click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the N most probable classes.")
 @user_errors
 def command(path: str, images: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, top: int | None) -> None:

@@ -26,12 +26,15 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
 
     runner = build_runner(spec, resume=not no_resume, resume_from=resume_from)
     owner = runner.placement.is_chief and runner.backend.trains()
-    if owner:
+
+    def store_pipeline() -> None:
+        """Once training will happen: a finished run re-run leaves its pipeline.yaml as it was."""
         warning = write_pipeline(runner.model_dir, dump_pipeline(spec))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
-    code = runner.run()
-    if owner and code == 0:
+
+    code = runner.run(on_start=store_pipeline if owner else None)
+    if owner and code == 0 and not runner.already_finished:
         click.echo(f"dslrun: run directory: {runner.model_dir}")
         finals = [record for record in runner.history if record["mode"] == "val"]
         if finals:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from backends.select import select_backend
 from dsl.engine.compiler import compile_pipeline, configure_tensorflow
 from dsl.engine.runner import Runner
 from dsl.errors import DslError
+
+BEST = "best"  # `--checkpoint best`: the run directory's best model
 
 
 def build_runner(spec: dict[str, Any], *, resume: bool = True, resume_from: str | None = None) -> Runner:
@@ -30,11 +33,31 @@ def single_process(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def restored_runner(spec: dict[str, Any], checkpoint: str | None) -> Runner:
-    """A runner holding trained weights (`checkpoint`, or the run directory's latest), in this process."""
+    """A runner holding trained weights (`checkpoint`, or the run directory's latest), in this process.
+
+    `checkpoint` is the user's `--checkpoint`: a prefix, a directory, or `best` for the run
+    directory's best model (best/, written by checkpoint.save_best).
+    """
+    if checkpoint == BEST:
+        checkpoint = best_model_dir(Path(spec["runner"]["model_dir"]))
     runner = build_runner(single_process(spec), resume=True, resume_from=checkpoint)
-    runner.restore(weights_only=True)
+    runner.restore(weights_only=True, option="--checkpoint")
     if not runner.resumed:
         raise DslError(
             f"no checkpoint in {runner.model_dir / 'checkpoints'}; train the pipeline first or pass --checkpoint PATH"
         )
     return runner
+
+
+def best_model_dir(model_dir: Path) -> str:
+    """model_dir/best, or an error saying how a run gets one."""
+    from dsl.callbacks._best import BEST_DIR, read_best
+
+    read_best(model_dir)  # finishes a swap of best/ that a crash interrupted
+    best = model_dir / BEST_DIR
+    if not (best / "checkpoint").is_file():
+        raise DslError(
+            f"--checkpoint best: {model_dir} has no best model ({best} does not exist); the checkpoint "
+            "callback keeps one with save_best, e.g. {type: checkpoint, save_best: {monitor: val/accuracy}}"
+        )
+    return str(best)

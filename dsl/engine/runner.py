@@ -7,6 +7,8 @@ backend only shards data, wraps the gradient tape, broadcasts and reduces.
 State that must survive a restart — model, optimizer, step, data epoch and the position
 inside it — lives in one `tf.train.Checkpoint`; the data order of each epoch is derived
 from (seed, epoch), so the position is two integers instead of a saved shuffle buffer.
+What the tensors do not hold — the val phases done at the checkpoint's step and the
+callbacks' state (patience, best so far) — lies beside it (dsl/engine/resume_state.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,13 @@ from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.resize import ShiftedSchedule, batches_done, schedule_offset
+from dsl.engine.resume_state import read_state, sweep_states, write_state
 from dsl.engine.rundir import MetricsFile
-from dsl.engine.watch import clear_done, mark_done
+from dsl.engine.watch import clear_done, mark_done, read_done
 from dsl.errors import DslError
 from dsl.hooks import Hook, sort_hooks
+
+ALL_PHASES = 1 << 30  # more val phases than any workflow runs at one position
 
 
 class Runner:
@@ -77,6 +82,9 @@ class Runner:
                 "epoch": tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
                 "data_position": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_position"),
             }
+        # The chief's [val phases done at the restored step, a callback ended the run]: broadcast
+        # with the position so that every rank plans the same phases (none may wait in a collective).
+        self._resume_flags = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="resume_flags")
         self._train_call = backend.make_train_call(self)
         self._eval_call = backend.make_eval_call(self)
 
@@ -84,6 +92,7 @@ class Runner:
         self.step = 0
         self.epoch = 0
         self.data_position = 0
+        self._vals_done = 0  # val phases run at the current position (since the last train unit ended)
         self._generators = random_generators(self.model)
         rng = {"rng": self._generators} if self._generators else {}
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **self._state, **rng)
@@ -95,6 +104,8 @@ class Runner:
         self._iterator: Iterator | None = None
         self._graph_args: tuple | None = None
         self._last_saved_step = -1
+        self._last_saved: tuple[str, dict[str, Any] | None] | None = None  # (checkpoint, its state file's content)
+        self._loaded_state: dict[str, Any] | None = None  # the state file of the restored checkpoint
         self._world_built = self.placement.world_size
         self._writers_for_chief = self.placement.is_chief
 
@@ -109,7 +120,11 @@ class Runner:
         self.failed = False
         self.stop_reason = ""
         self.resumed = False
+        self.already_finished: str | None = None  # why a re-run had nothing to do
         self.restored_from: str | None = None
+        # Where the restored weights were taken (None for a best/ checkpoint without best.json).
+        self.restored_step: int | None = None
+        self.restored_epoch: int | None = None
         self._signal = 0  # SIGTERM/SIGINT received: save and exit 128 + signal
 
     # ----------------------------------------------------------------- public API for hooks
@@ -124,16 +139,29 @@ class Runner:
         self.request_stop(reason)
 
     def save_checkpoint(self) -> str | None:
-        """Write all training state (chief only); returns the checkpoint path."""
+        """Write all training state (chief only); returns the checkpoint path.
+
+        Called again at the same step (the val phase after an epoch's checkpoint, the final
+        save), only the state file beside the checkpoint is replaced, if it changed.
+        """
         if not self.placement.is_chief:
             return None
-        if self._last_saved_step == self.step and self.checkpoint_manager.latest_checkpoint:
-            return self.checkpoint_manager.latest_checkpoint
+        state = self._resume_state()
+        if self._last_saved is not None and self._last_saved_step == self.step:
+            path, saved = self._last_saved
+            if state != saved:
+                write_state(path, state)
+                self._last_saved = (path, state)
+            return path
         self._state["step"].assign(self.step)
         self._state["epoch"].assign(self.epoch)
         self._state["data_position"].assign(self.data_position)
+        directory = self.model_dir / "checkpoints"
+        # Before the checkpoint: CheckpointManager lists it last, so a listed checkpoint has its state.
+        write_state(directory / f"ckpt-{self.step}", state)
         path = self.checkpoint_manager.save(checkpoint_number=self.step)
-        self._last_saved_step = self.step
+        sweep_states(directory, self.checkpoint_manager.checkpoints)
+        self._last_saved_step, self._last_saved = self.step, (path, state)
         return path
 
     def summary_writer(self, mode: str) -> Any:
@@ -198,6 +226,8 @@ class Runner:
             )
             self.context.steps_per_epoch = self.steps_per_epoch
             self._check_data()
+        if (step, epoch) != (self.step, self.epoch):
+            self._vals_done = 0  # rolled back: run the val phases there again rather than skip one
         self.step, self.epoch = step, epoch
         self.data_position = batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch)
         self._iterator = None
@@ -218,16 +248,23 @@ class Runner:
             self._writers_for_chief = self.placement.is_chief
 
     # ------------------------------------------------------------------------- the loop
-    def run(self) -> int:
-        """Train through the workflow; returns the process exit status."""
+    def run(self, on_start: Callable[[], None] | None = None) -> int:
+        """Train through the workflow; returns the process exit status.
+
+        A run already at its end (the same command run again) writes nothing and exits 0.
+        `on_start` is called once training will happen (the run command stores pipeline.yaml then).
+        """
         other_work = self.backend.run_task(self)
         if other_work is not None:
             return other_work
-        if self.placement.is_chief:
-            clear_done(self.model_dir)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.restore()
+            self.already_finished = self._finished()
+            if self.already_finished:
+                self.notice(self.already_finished)
+                return 0
+            self._start(on_start)
             self._call("before_run")
             self.backend.run_training(self, self._train_workflow)
             if self.placement.is_chief and not self._signal and not self.failed:
@@ -249,49 +286,175 @@ class Runner:
             self.notice(f"{'failed' if self.failed else 'stopped'}: {self.stop_reason}")
         return 1 if self.failed else 0
 
-    def restore(self, weights_only: bool = False) -> None:
-        """Resume from `--resume-from`, else the run directory's newest usable checkpoint, else start fresh.
+    def _start(self, on_start: Callable[[], None] | None) -> None:
+        if self.resumed:
+            self.notice(f"resumed from {self.restored_from} at step {self.step} (epoch {self.epoch})")
+        if self.placement.is_chief:
+            clear_done(self.model_dir)
+        if on_start is not None:
+            on_start()
+
+    def _finished(self) -> str | None:
+        """Why a resumed run has nothing left to do, or None. Every rank decides alike: the
+        position and the resume flags are the chief's (broadcast by `restore`)."""
+        if not self.resumed:
+            return None
+        where = f"already finished at step {self.step} ({self.model_dir})"
+        if self.should_stop:  # a callback's restored state ends the run (early stopping's patience is spent)
+            return f"{where}: {self.stop_reason}"
+        key, unit, total = ("max_epochs", "epoch", self.max_epochs) if self.by_epoch else ("max_iters", "step", self.max_iters)
+        done = self._units_done()
+        if done < total or (done == total and self._vals_done < self._val_phases_at(total)):
+            return None
+        if done > total:
+            return f"{where}: it is at {unit} {done}, beyond runner.{key} {total}; raise runner.{key} to train further"
+        return f"{where}; raise runner.{key} ({total}) to train further"
+
+    def _val_phases_at(self, units: int) -> int:
+        """How many val phases the workflow runs when `units` train units are done."""
+        plan = plan_phases(self.workflow, self.max_epochs or self.max_iters, self.by_epoch)
+        return sum(1 for phase in plan if phase.mode == "val" and phase.start == units)
+
+    def restore(self, weights_only: bool = False, option: str = "--resume-from") -> None:
+        """Resume from `option` (`--resume-from`), else the run directory's newest usable checkpoint, else start fresh.
 
         A damaged newest checkpoint (truncated, garbled, a file missing) is reported and the
         one before it is used; when none is usable the run stops instead of silently
-        starting over. A `--resume-from` checkpoint is used or refused, never replaced.
-        `weights_only` (eval, predict, export) reads the model and the position and leaves
-        the optimizer alone: its slots need not fit (a ps run saves them per shard).
+        starting over. A checkpoint the user named is used or refused, never replaced.
+        `weights_only` (eval, predict, export, whose flag is `--checkpoint`) reads the model
+        and the position and leaves the optimizer alone: its slots need not fit (a ps run
+        saves them per shard); it also takes a checkpoint of the model alone (best/).
         """
-        reader = self.weights_checkpoint() if weights_only else self.checkpoint
-        candidates, explicit = self._checkpoint_to_restore()
-        path = None
-        for candidate in candidates:
-            problem = self._restore_from(candidate, reader, partial=weights_only)
-            if problem is None:
-                path = candidate
-                break
-            if explicit:
-                raise DslError(f"--resume-from {candidate}: the checkpoint cannot be read ({problem}); "
-                               "give another checkpoint, or --no-resume to start fresh")
-            self.notice(f"warning: checkpoint {candidate} cannot be read ({problem}); trying the one before it")
-        if candidates and path is None:
-            directory = self.model_dir / "checkpoints"
-            raise DslError(
-                f"no usable checkpoint in {directory}: all {len(candidates)} listed in its `checkpoint` file are "
-                "damaged or missing; move the directory aside and rerun to start fresh, or pass --resume-from PATH"
-            )
+        candidates, explicit = self._checkpoint_to_restore(option)
+        if explicit and not holds_training_state(candidates[0]):
+            self._restore_model_only(candidates[0], option, weights_only)
+            return
+        path = self._restore_newest_usable(candidates, explicit, weights_only, option)
         self.resumed = path is not None
         self.restored_from = path
-        # Every rank starts from the chief's weights and position (a restore may exist on one host only).
-        self.backend.broadcast(self.state_variables() + list(self._state.values()))
+        if not weights_only:
+            self._read_resume_state(path)
+        # Every rank starts from the chief's weights, position and resume flags (a restore may
+        # exist on one host only).
+        self.backend.broadcast(self.state_variables() + list(self._state.values()) + [self._resume_flags])
         self.step = int(self._state["step"].numpy())
         self.epoch = int(self._state["epoch"].numpy())
         self.data_position = int(self._state["data_position"].numpy())
+        self._vals_done, stopped = (int(value) for value in self._resume_flags.numpy())
+        if stopped and not self.should_stop:
+            self.request_stop("a callback of the chief ended the run")
+        listed = path is not None and self._is_listed(path)
         self._last_saved_step = self.step if path else -1
+        self._last_saved = (path, self._loaded_state) if listed else None
         if path:
-            self.notice(f"resumed from {path} at step {self.step} (epoch {self.epoch})")
+            self.restored_step, self.restored_epoch = self.step, self.epoch
+        if path and weights_only:
+            self.notice(f"using checkpoint {path} (step {self.step})")
+
+    def _restore_newest_usable(self, candidates: list[str], explicit: bool, weights_only: bool,
+                               option: str) -> str | None:
+        """The first of `candidates` that restores; damaged ones are skipped unless the user named it."""
+        reader = self.weights_checkpoint() if weights_only else self.checkpoint
+        for candidate in candidates:
+            problem = self._restore_from(candidate, reader, weights_only, option)
+            if problem is None:
+                return candidate
+            if explicit:
+                fresh = ", or --no-resume to start fresh" if option == "--resume-from" else ""
+                raise DslError(f"{option} {candidate}: the checkpoint cannot be read ({problem}); "
+                               f"give another checkpoint{fresh}")
+            self.notice(f"warning: checkpoint {candidate} cannot be read ({problem}); trying the one before it")
+        if candidates:
+            directory = self.model_dir / "checkpoints"
+            raise DslError(
+                f"no usable checkpoint in {directory}: all {len(candidates)} listed in its `checkpoint` file are "
+                f"damaged or missing; move the directory aside and rerun to start fresh, or pass {option} PATH"
+            )
+        return None
+
+    def _restore_model_only(self, path: str, option: str, weights_only: bool) -> None:
+        """A checkpoint of the model alone (checkpoint.save_best's best/ckpt-N): it serves eval,
+        predict and export; the step it was taken at comes from best.json beside it."""
+        from dsl.callbacks._best import record_of
+
+        if not weights_only:
+            raise DslError(
+                f"{option} {path}: the checkpoint holds the model's weights only (as checkpoint.save_best writes "
+                f"them), not the training state; resume from {self.model_dir / 'checkpoints'}, or start a new "
+                f"run from these weights with callbacks: [{{type: init_checkpoint, path: {path}}}]"
+            )
+        problem = self._restore_from(path, tf.train.Checkpoint(model=self.model), True, option)
+        if problem is not None:
+            raise DslError(f"{option} {path}: the checkpoint cannot be read ({problem}); give another checkpoint")
+        self.backend.broadcast(list(self.model.variables))
+        record = record_of(path) or {}
+        self.resumed, self.restored_from = True, path
+        self.restored_step, self.restored_epoch = record.get("step"), record.get("epoch")
+        self.step, self.epoch = self.restored_step or 0, self.restored_epoch or 0
+        if "step" in record:
+            detail = f"step {record['step']}, best {record.get('monitor')} {record.get('value')}"
+        else:
+            detail = "step unknown: no best.json beside it describes it"
+        self.notice(f"using checkpoint {path} ({detail})")
+
+    def _read_resume_state(self, path: str | None) -> None:
+        """The val phases done at the restored step and the callbacks' state (from the file
+        beside the checkpoint), into the resume flags the chief broadcasts."""
+        self._loaded_state = None
+        vals_done = 0
+        if path is not None:
+            step = int(self._state["step"].numpy())
+            self._loaded_state = read_state(path, step)
+            if self._loaded_state is None:
+                vals_done = self._vals_done_by_marker(path, step)
+            else:
+                vals_done = int(self._loaded_state.get("val_phases_done", 0))
+                self._load_callback_states(self._loaded_state.get("callbacks", {}))
+        self._resume_flags.assign([vals_done, int(self.should_stop)])
+
+    def _vals_done_by_marker(self, path: str, step: int) -> int:
+        """A checkpoint written before state files: when the run ended with it (model_dir/DONE
+        names it), every phase at its step ran."""
+        done = read_done(self.model_dir)
+        if done and done.get("step") == step and done.get("checkpoint") == Path(path).name and self._is_listed(path):
+            return ALL_PHASES
+        return 0
+
+    def _load_callback_states(self, states: dict[str, Any]) -> None:
+        for key, hook in self._keyed_hooks():
+            if key in states and (self.placement.is_chief or not hook.chief_only):
+                hook.after_load_checkpoint(self, states[key])
+
+    def _keyed_hooks(self) -> list[tuple[str, Hook]]:
+        """Each hook under a name that a later run of the pipeline gives it too: its type, numbered when repeated."""
+        seen: Counter = Counter()
+        keyed = []
+        for hook in self.hooks:
+            keyed.append((f"{hook.name}.{seen[hook.name]}" if seen[hook.name] else hook.name, hook))
+            seen[hook.name] += 1
+        return keyed
+
+    def _resume_state(self) -> dict[str, Any]:
+        """What the state file beside a checkpoint holds (see dsl/engine/resume_state.py)."""
+        states = {}
+        for key, hook in self._keyed_hooks():
+            state: dict[str, Any] = {}
+            hook.before_save_checkpoint(self, state)
+            if state:
+                states[key] = state
+        return {"step": self.step, "epoch": self.epoch, "val_phases_done": self._vals_done, "callbacks": states}
+
+    def _is_listed(self, path: str) -> bool:
+        """Whether `path` is one of this run directory's checkpoints."""
+        listed = {Path(p).resolve() for p in self.checkpoint_manager.checkpoints}
+        return Path(path).resolve() in listed
 
     def weights_checkpoint(self) -> tf.train.Checkpoint:
         """A reader of the model and the position in a training checkpoint, without the optimizer."""
         return tf.train.Checkpoint(model=self.model, **self._state)
 
-    def _restore_from(self, path: str, reader: tf.train.Checkpoint, partial: bool = False) -> str | None:
+    def _restore_from(self, path: str, reader: tf.train.Checkpoint, partial: bool = False,
+                      option: str = "--resume-from") -> str | None:
         """Load `reader`'s variables from `path`; None on success, else why the files are unusable.
 
         A checkpoint that reads fine but does not fit the pipeline is an error, not damage:
@@ -303,7 +466,7 @@ class Runner:
             status = reader.restore(path)
         except ValueError as exc:
             if "incompatible tensor with shape" in str(exc):
-                raise self._does_not_fit(path, exc) from None
+                raise self._does_not_fit(path, exc, option) from None
             return f"{type(exc).__name__}: {_first_line(exc)}"
         except (tf.errors.OpError, IndexError, KeyError, OSError) as exc:
             # What TensorFlow's reader raises for missing, truncated and garbled files.
@@ -313,14 +476,18 @@ class Runner:
         try:
             status.assert_existing_objects_matched()
         except AssertionError as exc:
-            raise self._does_not_fit(path, exc) from None
+            raise self._does_not_fit(path, exc, option) from None
         return None
 
     @staticmethod
-    def _does_not_fit(path: str, exc: Exception) -> DslError:
+    def _does_not_fit(path: str, exc: Exception, option: str) -> DslError:
+        if option == "--resume-from":
+            hint = "use --no-resume or another runner.model_dir"
+        else:
+            hint = f"pass {option} with a checkpoint of this pipeline's network"
         return DslError(
             f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
-            f"{_first_line(exc)}; use --no-resume or another runner.model_dir"
+            f"{_first_line(exc)}; {hint}"
         )
 
     def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]:
@@ -340,17 +507,24 @@ class Runner:
     # ------------------------------------------------------------------------ internals
     def _train_workflow(self) -> None:
         """The workflow from the current position to the end; run again after an elastic reset."""
+        vals_seen: Counter = Counter()  # val phases met so far at each position
         for phase in plan_phases(self.workflow, self.max_epochs or self.max_iters, self.by_epoch):
             if self.should_stop:
                 break
-            self._run_phase(phase)
+            ordinal = vals_seen[phase.start] if phase.mode == "val" else 0
+            vals_seen[phase.start] += phase.mode == "val"
+            self._run_phase(phase, ordinal)
         self._call("after_run")
         if not self._signal:
             self._check_replicas_agree()
 
-    def _run_phase(self, phase: Phase) -> None:
+    def _run_phase(self, phase: Phase, ordinal: int = 0) -> None:
+        """Run `phase` unless it is done; `ordinal` counts the val phases before it at its position."""
         if phase.mode == "val":
-            if phase.start == self._units_done():
+            # Due when training stands at its start and it did not run there before a restart
+            # (by epoch, a position inside an epoch means that epoch's val phases ran).
+            mid_epoch = self.by_epoch and self.data_position > 0
+            if phase.start == self._units_done() and ordinal >= self._vals_done and not mid_epoch:
                 self._val_phase()
             return
         if phase.start + phase.count <= self._units_done():
@@ -425,6 +599,7 @@ class Runner:
         self.inner_step = self.phase_steps
         self._call("after_val_iter")
         self._finish_phase("val", dict(self.outputs), time.perf_counter() - started)
+        self._vals_done += 1
         self._call("after_val_epoch")
         self.mode = "train"
 
@@ -454,11 +629,14 @@ class Runner:
         self.step += count
         self.inner_step += count
         self.data_position += count
+        if not self.by_epoch:
+            self._vals_done = 0  # a new position: its val phases are still to run
         if self.data_position >= self.steps_per_epoch:
             # The data epoch is complete: hooks at after_train_epoch see it counted.
             self.epoch += 1
             self.data_position = 0
             self._iterator = None
+            self._vals_done = 0
 
     def _train_dataset_fn(self, epoch: int, skip: int) -> Any:
         """Builds this rank's train data of `epoch`, positioned after `skip` batches (resume)."""
@@ -510,10 +688,10 @@ class Runner:
                 return int(params.get("max_to_keep", 5))
         return 5
 
-    def _checkpoint_to_restore(self) -> tuple[list[str], bool]:
-        """The checkpoints to try, newest first, and whether the user named the one to use."""
+    def _checkpoint_to_restore(self, option: str) -> tuple[list[str], bool]:
+        """The checkpoints to try, newest first, and whether the user named the one to use (with `option`)."""
         if self._resume_from:
-            return [resolve_checkpoint(self._resume_from, "--resume-from")], True
+            return [resolve_checkpoint(self._resume_from, option)], True
         if not self._resume:
             self._set_aside_old_checkpoints()
             return [], False
@@ -559,6 +737,15 @@ def random_generators(model: Any) -> list[tf.random.Generator]:
         if isinstance(generator, tf.random.Generator):
             found.append(generator)
     return found
+
+
+def holds_training_state(path: str) -> bool:
+    """Whether `path` is a training checkpoint (with the position), not one of the model alone (best/)."""
+    try:
+        names = {name for name, _ in tf.train.list_variables(path)}
+    except (tf.errors.OpError, ValueError, OSError):
+        return True  # unreadable: restoring it says why
+    return "step/.ATTRIBUTES/VARIABLE_VALUE" in names
 
 
 def resolve_checkpoint(path: str, option: str) -> str:
