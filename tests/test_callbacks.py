@@ -594,6 +594,19 @@ def test_init_checkpoint_loads_a_dslrun_run_directory(tf, tmp_path, capsys):
     assert "init_checkpoint: loaded 8 variables from " in capsys.readouterr().out
 
 
+def test_init_checkpoint_loads_the_best_model_of_a_run(tf, tmp_path):
+    """best/ holds the model alone (no optimizer, no step): its directory and its prefix both load."""
+    from dsl.callbacks._best import write_best
+
+    source = tiny_model(tf, seed=1)
+    record = {"monitor": "val/accuracy", "mode": "max", "value": 0.9, "step": 7, "epoch": 1}
+    write_best(tmp_path / "pretrained", source, record)
+    for path in ("pretrained/best", "pretrained/best/ckpt-7"):
+        target = tiny_model(tf, seed=2)
+        make("init_checkpoint", path=str(tmp_path / path)).before_run(FakeRunner(tmp_path / "run", model=target))
+        assert all(loaded(target, source).values())
+
+
 def test_init_checkpoint_skips_by_pattern_and_freezes_by_trainable(tf, tmp_path, capsys):
     source = tiny_model(tf, num_classes=5, seed=1)
     prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", source)
