@@ -14,6 +14,7 @@ callbacks' state (patience, best so far) — lies beside it (dsl/engine/resume_s
 from __future__ import annotations
 
 import hashlib
+import re
 import signal
 import sys
 import time
@@ -764,6 +765,7 @@ def resolve_checkpoint(path: str, option: str) -> str:
 def _first_line(exc: BaseException) -> str:
     """The first line of an exception's message, without TensorFlow's op details."""
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)  # where in TensorFlow, not what
     return message.strip().splitlines()[0].split(" [Op:")[0]
 
 
