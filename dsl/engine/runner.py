@@ -83,9 +83,10 @@ class Runner:
                 "epoch": tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch"),
                 "data_position": tf.Variable(0, dtype=tf.int64, trainable=False, name="data_position"),
             }
-        # The chief's [val phases done at the restored step, a callback ended the run]: broadcast
-        # with the position so that every rank plans the same phases (none may wait in a collective).
-        self._resume_flags = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="resume_flags")
+        # The chief's [resumed, val phases done at the restored step, a callback ended the run]:
+        # broadcast with the position so that every rank plans the same phases, or none (a rank
+        # that went on alone would wait in a collective).
+        self._resume_flags = tf.Variable([0, 0, 0], dtype=tf.int64, trainable=False, name="resume_flags")
         self._train_call = backend.make_train_call(self)
         self._eval_call = backend.make_eval_call(self)
 
@@ -331,17 +332,17 @@ class Runner:
             self._restore_model_only(candidates[0], option, weights_only)
             return
         path = self._restore_newest_usable(candidates, explicit, weights_only, option)
-        self.resumed = path is not None
         self.restored_from = path
-        if not weights_only:
-            self._read_resume_state(path)
+        vals_done = self._read_resume_state(path) if not weights_only else 0
+        self._resume_flags.assign([int(path is not None), vals_done, int(self.should_stop)])
         # Every rank starts from the chief's weights, position and resume flags (a restore may
         # exist on one host only).
         self.backend.broadcast(self.state_variables() + list(self._state.values()) + [self._resume_flags])
         self.step = int(self._state["step"].numpy())
         self.epoch = int(self._state["epoch"].numpy())
         self.data_position = int(self._state["data_position"].numpy())
-        self._vals_done, stopped = (int(value) for value in self._resume_flags.numpy())
+        resumed, self._vals_done, stopped = (int(value) for value in self._resume_flags.numpy())
+        self.resumed = bool(resumed)
         if stopped and not self.should_stop:
             self.request_stop("a callback of the chief ended the run")
         listed = path is not None and self._is_listed(path)
@@ -398,20 +399,18 @@ class Runner:
             detail = "step unknown: no best.json beside it describes it"
         self.notice(f"using checkpoint {path} ({detail})")
 
-    def _read_resume_state(self, path: str | None) -> None:
-        """The val phases done at the restored step and the callbacks' state (from the file
-        beside the checkpoint), into the resume flags the chief broadcasts."""
+    def _read_resume_state(self, path: str | None) -> int:
+        """Load the callbacks' state from the file beside the checkpoint; returns the val phases
+        done at the restored step."""
         self._loaded_state = None
-        vals_done = 0
-        if path is not None:
-            step = int(self._state["step"].numpy())
-            self._loaded_state = read_state(path, step)
-            if self._loaded_state is None:
-                vals_done = self._vals_done_by_marker(path, step)
-            else:
-                vals_done = int(self._loaded_state.get("val_phases_done", 0))
-                self._load_callback_states(self._loaded_state.get("callbacks", {}))
-        self._resume_flags.assign([vals_done, int(self.should_stop)])
+        if path is None:
+            return 0
+        step = int(self._state["step"].numpy())
+        self._loaded_state = read_state(path, step)
+        if self._loaded_state is None:
+            return self._vals_done_by_marker(path, step)
+        self._load_callback_states(self._loaded_state.get("callbacks", {}))
+        return int(self._loaded_state.get("val_phases_done", 0))
 
     def _vals_done_by_marker(self, path: str, step: int) -> int:
         """A checkpoint written before state files: when the run ended with it (model_dir/DONE
