@@ -31,7 +31,7 @@ def peak_rss_mb() -> float:
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--case", required=True, choices=["dslrun", "fit", "loop", "hvd_loop"])
+    parser.add_argument("--case", required=True, choices=["dslrun", "fit", "loop", "hvd_loop", "replica_state"])
     parser.add_argument("--input", default="synthetic", choices=["synthetic", "csv"])
     parser.add_argument("--data", default="", help="CSV+PNG directory for --input csv")
     parser.add_argument("--depth", type=int, default=32)
@@ -45,6 +45,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--sync-bn", action="store_true", help="runner.horovod.sync_batch_norm of the dslrun case")
     parser.add_argument("--no-reconcile", action="store_true",
                         help="dslrun case without the per-call averaging of batch-norm statistics (to measure it)")
+    parser.add_argument("--calls-of", type=int, default=1, help="replica_state case: steps per timed call")
     parser.add_argument("--launched-at", type=float, default=0.0)
     return parser.parse_args()
 
@@ -142,6 +143,60 @@ def run_dslrun(args: argparse.Namespace) -> None:
                {"retraces": dict(runner.traces)})
 
 
+def run_replica_state(args: argparse.Namespace) -> None:
+    """The cost of averaging batch-norm statistics after every call, measured inside one job.
+
+    Two compiled train calls over the same model: dslrun's (ending with the allreduce of
+    the moving statistics) and the same without it. They alternate, call by call, so load
+    from other processes of this shared host hits both alike; the median per-step times
+    of each and their ratio are reported (rank 0).
+    """
+    import statistics
+
+    import tensorflow as tf
+
+    from dsl.engine.launch import build_runner
+    from dsl.engine.steps import make_train_call
+    from dsl.pipeline import load_pipeline
+
+    inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
+                f"num_classes: 10, batch_size: {args.batch}}}")
+    with tempfile.TemporaryDirectory() as run:
+        path = Path(run) / "bench.yaml"
+        path.write_text(PIPELINE.format(inputter=inputter, augmenter="none", depth=args.depth, run=run,
+                                        iters=1, threads="null", inter="null", precision="float32",
+                                        sync_bn="false"))
+        runner = build_runner(load_pipeline(path), resume=False)
+        runner.restore()
+        averaging = runner._train_call
+        plain = make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
+                                runner.backend.wrap_tape, runner.jit_compile, runner.traces, None)
+        iterator = runner.backend.make_iterator(runner._train_dataset_fn(0, 0))
+        steps = tf.constant(args.calls_of, tf.int32)
+        times: dict[str, list[float]] = {"averaging": [], "plain": []}
+        calls = {"averaging": averaging, "plain": plain}
+        for index in range(args.warmup + args.steps):
+            order = ["averaging", "plain"] if index % 2 == 0 else ["plain", "averaging"]
+            for name in order:
+                start = time.perf_counter()
+                float(calls[name](iterator, steps)["loss"])
+                if index >= args.warmup:
+                    times[name].append((time.perf_counter() - start) / args.calls_of)
+        if runner.placement.rank == 0:
+            ratios = [a / p for a, p in zip(times["averaging"], times["plain"])]
+            print(json.dumps({"case": "replica_state", "world_size": runner.placement.world_size,
+                              "step_ms_averaging": 1000 * statistics.median(times["averaging"]),
+                              "step_ms_plain": 1000 * statistics.median(times["plain"]),
+                              "time_ratio": summary_of(ratios),
+                              "averaged_variables": len(runner.model.non_trainable_variables)}), flush=True)
+
+
+def summary_of(values: list[float]) -> dict:
+    import statistics
+
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
 # -------------------------------------------------------------------------- references
 def reference_model(args: argparse.Namespace) -> Any:
     """The same ResNet as dslrun's (built by its builder), so only the machinery differs."""
@@ -224,6 +279,8 @@ def main() -> None:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     if args.case == "dslrun":
         run_dslrun(args)
+    elif args.case == "replica_state":
+        run_replica_state(args)
     elif args.case == "fit":
         run_fit(args)
     elif args.case == "loop":

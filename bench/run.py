@@ -29,15 +29,16 @@ ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "
 HOROVODRUN = ["horovodrun", "-np", "2", "--gloo"]
 
 
-def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = ()) -> dict:
-    """One case as a subprocess; its JSON line (rank 0's under horovodrun)."""
+def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = (),
+             marker: str = '"images_per_second"') -> dict:
+    """One case as a subprocess; its JSON line holding `marker` (rank 0's under horovodrun)."""
     command = [sys.executable, str(ROOT / "bench" / "cases.py"), *args, "--launched-at", str(time.time())]
     if ranks > 1:
         command = [*HOROVODRUN, *launcher_args, *command]
     result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=900)
     for line in result.stdout.splitlines():
         line = line.split("<stdout>:", 1)[-1]
-        if line.startswith("{") and '"images_per_second"' in line:
+        if line.startswith("{") and marker in line:
             return json.loads(line)
     raise RuntimeError(f"case {args} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
 
@@ -159,6 +160,9 @@ def main() -> None:
                      repeats)
     print("P2: allreduce time per step (Horovod timeline)", file=sys.stderr)
     allreduce = allreduce_times(multi_rank, int(steps[3]))
+    print("P2: averaging batch-norm statistics every call, alternated with a call without it", file=sys.stderr)
+    replica_state = run_case(["--case", "replica_state", "--batch", "32", "--warmup", "3",
+                              "--steps", "10" if args.quick else "30"], 2, marker='"replica_state"')
     results = {**p1, **p2}
     figures = {
         "P1 dslrun / fit": (ratio(results, "dslrun", "fit"), ">= 1.2"),
@@ -181,6 +185,7 @@ def main() -> None:
                   for name, runs in results.items()},
         "ratios": {name: {**value, "goal": goal} for name, (value, goal) in figures.items()},
         "allreduce": allreduce,
+        "replica_state": replica_state,
         **speed,
     }
     out = ROOT / "bench-results"
@@ -242,6 +247,11 @@ def markdown(report: dict) -> str:
         for name, times in report["allreduce"].items():
             lines.append(f"| {name} | {times['allreduce_ms_per_step']:.1f} | {times['step_ms']:.0f} | "
                          f"{100 * times['allreduce_share']:.0f} % | {times['allreduce_spans']} |")
+    if report.get("replica_state"):
+        state = report["replica_state"]
+        lines += ["", f"Batch-norm statistics averaged after every call (dslrun np2, ResNet-{32}, batch 32 per rank): "
+                  f"a step takes {state['step_ms_averaging']:.0f} ms with the averaging and {state['step_ms_plain']:.0f} ms "
+                  f"without, calls alternated in one job; time ratio {fmt(state['time_ratio'], 3)}."]
     return "\n".join(lines)
 
 
