@@ -121,15 +121,16 @@ class Job:
         raise AssertionError(f"no {what} within {timeout:.0f} s:\n{self.output[-4000:]}")
 
     def wait(self, timeout: float = 300) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        finally:
-            self._threads[0].join(timeout=10)
+        """The launcher's exit status, once its output has been read to the end."""
+        code = self.process.wait(timeout=timeout)
+        self._threads[0].join(timeout=10)
+        return code
 
     def stop(self) -> None:
         """Kill the launcher's group and anything left in the hosts (their sshd excepted)."""
         kill_group(self.process)
         self.hosts.kill_strays()
+        self._threads[0].join(timeout=2)
 
 
 def _rank(argv: list[str], environ: dict[str, str]) -> int | None:

@@ -326,8 +326,8 @@ class TestHosts:
         self.subnet = ""
         self.login_address = ""
         self._state: Any = None
-        self._closed = False
-        self._lock = threading.Lock()
+        self.closing = False  # teardown has begun
+        self._closed = False  # and ended
 
     # --- what launchers need ------------------------------------------------------------
     @property
@@ -525,11 +525,13 @@ class TestHosts:
 
     # --- teardown ---------------------------------------------------------------------
     def close(self) -> None:
-        """Remove every process, namespace, link and file of this session (idempotent)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        """Remove every process, namespace, link and file of this session.
+
+        Idempotent, and safe to call again after an interrupted call (atexit does).
+        """
+        if self._closed:
+            return
+        self.closing = True
         for host in self.hosts.values():
             with contextlib.suppress(Exception):
                 host.kill(sshd_too=True)
@@ -537,7 +539,9 @@ class TestHosts:
             _remove_session(self._session_state())
             Path(self._state.name).unlink(missing_ok=True)
             self._state.close()
+            self._state = None
         shutil.rmtree(self.workdir, ignore_errors=True)
+        self._closed = True
 
 
 def _check_tools() -> None:
@@ -615,14 +619,32 @@ def _remove_orphans(live: set[str]) -> None:
 
 
 def _remove_session(state: dict[str, Any]) -> None:
+    workdir = state.get("workdir")
+    if workdir and Path(workdir).name.startswith("dsl"):
+        _kill_mentioning(workdir)
     for netns in state.get("netns", []):
         _kill_netns_processes(_netns_inode(netns))
         _ip("netns", "del", netns, check=False)
     for link in state.get("links", []):
         _ip("link", "del", link, check=False)
-    workdir = state.get("workdir")
     if workdir and Path(workdir).name.startswith("dsl"):
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _kill_mentioning(workdir: str) -> None:
+    """SIGKILL login-node processes whose command line names the session's files.
+
+    Launchers reach the hosts through the session's ssh wrapper, config or key, so a
+    horovodrun, mpirun or ssh left by a test that was itself killed still names them.
+    """
+    needle = workdir.encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                continue
 
 
 # --- the fixture --------------------------------------------------------------------------
@@ -631,15 +653,18 @@ _SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 @contextlib.contextmanager
 def _teardown_on_signals(hosts: TestHosts) -> Iterator[None]:
-    """SIGTERM/SIGHUP would end pytest without finally blocks or atexit: tear down first."""
+    """SIGTERM and SIGHUP end the session like Ctrl-C does, so that every finally block runs.
+
+    Their default action would end pytest at once, without fixture teardown or atexit,
+    leaving the hosts behind. During the teardown itself they are ignored.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: object) -> None:
-        hosts.close()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+        if not hosts.closing:
+            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     previous = {sig: signal.signal(sig, handler) for sig in _SIGNALS}
     try:
