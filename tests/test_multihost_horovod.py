@@ -7,9 +7,9 @@ written by rank 0 on hosta is read back here. Every launcher runs in its own pro
 killed at the end of its test with whatever it left in the hosts.
 
 The shipped pipelines/quickstart.yaml is trained as it is (ResNet-20 with batch norm), made
-tiny with --set. The fault tests swap its network for a small CNN that keeps batch norm:
-four ranks tracing ResNet-20 on two cores take about 40 s per trace, and an elastic run
-traces once per change of the world.
+tiny with --set. The fault tests swap its network for a small CNN (with batch norm, except
+under elastic, see ELASTIC_NETWORK): four ranks tracing ResNet-20 on two cores take about
+40 s per trace, and an elastic run traces once per change of the world.
 """
 
 from __future__ import annotations
@@ -165,6 +165,29 @@ def mpirun(hosts: TestHosts) -> list[str]:
             "-x", "PATH", "-x", "PYTHONUNBUFFERED=1", "-x", "TF_CPP_MIN_LOG_LEVEL=3"]
 
 
+def test_the_hosts_are_two_machines_sharing_storage(test_hosts: TestHosts, tmp_path: Path) -> None:  # noqa: F811
+    """The fixture itself: own names, addresses and sshd, one file system, a host that can differ, die and return."""
+    hosta, hostb = test_hosts.hosts["hosta"], test_hosts.hosts["hostb"]
+    for host in (hosta, hostb):
+        result = test_hosts.ssh(host.name, ["hostname; ip -4 -o addr show", test_hosts.interface], timeout=30)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[0] == host.name and f"inet {host.address}/24" in result.stdout
+    assert hostb.run(["ssh", "-F", str(test_hosts.ssh_config), "hosta", "true"], timeout=30).returncode == 0
+    (tmp_path / "shared.txt").write_text("on every host")
+    with hostb.hide(tmp_path):  # hostb alone sees an empty directory
+        assert test_hosts.ssh("hostb", ["ls", "-A", str(tmp_path)]).stdout == ""
+        assert test_hosts.ssh("hosta", ["cat", str(tmp_path / "shared.txt")]).stdout == "on every host"
+    assert test_hosts.ssh("hostb", ["cat", str(tmp_path / "shared.txt")]).stdout == "on every host"
+    sleeper = subprocess.Popen(hostb.command(["sleep", "300"]))
+    try:
+        killed = test_hosts.kill_host("hostb")
+        assert sleeper.wait(timeout=10) == -9 and sleeper.pid in killed and hostb.pids() == []
+        assert test_hosts.ssh("hostb", ["true"], timeout=30).returncode == 255  # nothing answers
+    finally:
+        test_hosts.revive("hostb")
+    assert test_hosts.ssh("hostb", ["hostname"], timeout=30).stdout.strip() == "hostb"
+
+
 @pytest.mark.parametrize("launcher", ["gloo", "mpi", "mpirun"])
 def test_four_ranks_on_two_hosts_train_the_quickstart(test_hosts: TestHosts, job: list[Job], data: Path,  # noqa: F811
                                                      tmp_path: Path, launcher: str) -> None:
@@ -257,7 +280,8 @@ def test_a_lost_host_is_survived_and_rejoins_under_elastic(test_hosts: TestHosts
     run = tmp_path / "run"
     started = start(job, test_hosts, command, tmp_path / "launcher.log")
     started.wait_for(run / "checkpoints" / "ckpt-*.index")
-    chief = next(name for name, ranks in started.ranks.items() if 0 in ranks)
+    chief = next((name for name, ranks in started.ranks.items() if 0 in ranks), None)
+    assert chief, f"rank 0 was not seen on either host: {started.ranks}"
     victim = chief if lost == "chief" else next(name for name in test_hosts.hosts if name != chief)
     survivor = next(name for name in test_hosts.hosts if name != victim)
     test_hosts.kill_host(victim)

@@ -311,7 +311,11 @@ class TestHosts:
         subnet: the hosts' network, e.g. "10.213.0.0/24".
         ssh_config, identity_file, known_hosts: the session's ssh files.
         env: the environment for launchers (the ssh wrapper and the venv first on PATH,
-            OpenMPI allowed to run as root).
+            OpenMPI allowed to run as root and told to yield the shared cores).
+
+    Methods: command/popen (a launcher on the login node), ssh, run (a command inside a
+    host), kill_host/revive (a host lost and back), kill_strays, horovodrun_args and
+    mpirun_args; Host.hide/bind/undo make one host's file system differ.
     """
 
     __test__ = False  # a class named Test* that pytest must not collect
