@@ -262,12 +262,7 @@ def elastic_job(hosts: TestHosts, data: Path, tmp_path: Path) -> tuple[list[str]
     return command, listed
 
 
-@pytest.mark.parametrize("lost", [
-    "other",
-    pytest.param("chief", marks=pytest.mark.xfail(strict=True, reason=(
-        "dslrun: a rank that becomes rank 0 after an elastic reset never ran the chief-only hooks' "
-        "before_run (AttributeError: 'EvalBasic' object has no attribute 'best')"))),
-])
+@pytest.mark.parametrize("lost", ["other", "chief"])
 def test_a_lost_host_is_survived_and_rejoins_under_elastic(test_hosts: TestHosts, job: list[Job], data: Path,  # noqa: F811
                                                           tmp_path: Path, lost: str) -> None:
     """Kill every process of one host; the other trains on with 2 ranks; the host comes back; 4 ranks end it.

@@ -110,6 +110,8 @@ class Runner:
         self._loaded_state: dict[str, Any] | None = None  # the state file of the restored checkpoint
         self._world_built = self.placement.world_size
         self._writers_for_chief = self.placement.is_chief
+        self._started_hooks: set[int] = set()  # ids of the hooks whose before_run has run
+        self._hooks_started = False  # the runner's before_run point has come
 
         self.mode = "train"
         self.inner_step = 0
@@ -243,6 +245,8 @@ class Runner:
             self._graph_args = None
         if self.placement.is_chief and self.metrics_file is None:
             self.metrics_file = MetricsFile(self.model_dir, self.pipeline["runner"]["metrics_format"])
+        if self.placement.is_chief:
+            self._start_skipped_hooks()
         if self.placement.is_chief != self._writers_for_chief:
             for writer in self._writers.values():
                 writer.flush()
@@ -717,6 +721,20 @@ class Runner:
             if hook.chief_only and not self.placement.is_chief:
                 continue
             getattr(hook, point)(self)
+            if point == "before_run":
+                self._started_hooks.add(id(hook))
+        if point == "before_run":
+            self._hooks_started = True
+
+    def _start_skipped_hooks(self) -> None:
+        """A rank that became the chief (Horovod elastic: rank 0's host was lost) runs
+        `before_run` of the chief-only hooks it skipped at the start, once each."""
+        if not self._hooks_started:
+            return  # before_run itself has not come yet: it will start every hook
+        for hook in self.hooks:
+            if hook.chief_only and id(hook) not in self._started_hooks:
+                hook.before_run(self)
+                self._started_hooks.add(id(hook))
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """Stop after the current call and save; a second signal ends the process at once."""
