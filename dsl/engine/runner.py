@@ -109,6 +109,7 @@ class Runner:
         self._last_saved: tuple[str, dict[str, Any] | None] | None = None  # (checkpoint, its state file's content)
         self._loaded_state: dict[str, Any] | None = None  # the state file of the restored checkpoint
         self._world_built = self.placement.world_size
+        self._schedule_offset = 0  # steps the learning-rate schedule is shifted by (elastic resizes)
         self._writers_for_chief = self.placement.is_chief
         self._started_hooks: set[int] = set()  # ids of the hooks whose before_run has run
         self._hooks_started = False  # the runner's before_run point has come
@@ -235,9 +236,12 @@ class Runner:
         self.step, self.epoch = step, epoch
         self.data_position = batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch)
         self._iterator = None
-        if resized:
-            offset = schedule_offset(self.by_epoch, epoch, self.data_position, self.steps_per_epoch,
-                                     int(self.optimizer.iterations.numpy()))
+        # From the broadcast position, so that a rank that joined (built for this world, never
+        # shifted) and the survivors (rebuilt at every resize) follow one schedule.
+        offset = schedule_offset(self.by_epoch, epoch, self.data_position, self.steps_per_epoch,
+                                 int(self.optimizer.iterations.numpy()))
+        if resized or offset != self._schedule_offset:
+            self._schedule_offset = offset
             schedule = self.modeler.learning_rate(self.steps_per_epoch, self.backend.lr_scale())
             self.optimizer.learning_rate = ShiftedSchedule(schedule, offset) if offset else schedule
             self._train_call = self.backend.make_train_call(self)
