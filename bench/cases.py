@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -151,8 +152,6 @@ def run_replica_state(args: argparse.Namespace) -> None:
     from other processes of this shared host hits both alike; the median per-step times
     of each and their ratio are reported (rank 0).
     """
-    import statistics
-
     import tensorflow as tf
 
     from dsl.engine.launch import build_runner
@@ -192,8 +191,6 @@ def run_replica_state(args: argparse.Namespace) -> None:
 
 
 def summary_of(values: list[float]) -> dict:
-    import statistics
-
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 

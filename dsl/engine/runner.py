@@ -598,7 +598,7 @@ class Runner:
 
     def _val_phase(self) -> None:
         self.mode, self.inner_step = "val", 0
-        self.phase_steps = self._eval_steps("val", self.pipeline["runner"].get("val_steps"))
+        self.phase_steps, _ = self._eval_share("val", self.pipeline["runner"].get("val_steps"))
         started = time.perf_counter()
         self._call("before_val_epoch")
         tick = time.perf_counter()
@@ -660,9 +660,6 @@ class Runner:
 
     def _epoch_seed(self, epoch: int) -> int:
         return (self.seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
-
-    def _eval_steps(self, mode: str, max_steps: int | None) -> int:
-        return self._eval_share(mode, max_steps)[0]
 
     def _eval_share(self, mode: str, max_steps: int | None) -> tuple[int, int]:
         """This rank's eval batches and the examples they hold (`max_steps` may cut both)."""
