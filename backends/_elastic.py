@@ -25,8 +25,8 @@ import tensorflow as tf
 from horovod.common.elastic import ObjectState
 from horovod.common.exceptions import HorovodInternalError
 
+from dsl.callbacks.base import Callback
 from dsl.errors import DslError
-from dsl.hooks import Hook
 
 
 class TrainingState(ObjectState):
@@ -68,8 +68,8 @@ class TrainingState(ObjectState):
         return [np.array(variable.numpy(), copy=True) for variable in self._variables]
 
 
-class Commit(Hook):
-    """Commits the elastic state every N train steps (after every other hook of the call)."""
+class Commit(Callback):
+    """Commits the elastic state every N train steps (after every other callback of the call)."""
 
     priority = 101  # after LOWEST (100): the commit is the last thing a call does
 
@@ -103,7 +103,7 @@ def run_elastic(backend: Any, runner: Any, train: Callable[[], None]) -> None:
     settings = backend.elastic
     state = TrainingState(runner, hvd)
     commit = Commit(state, int(settings["commit_every_n_steps"]))
-    runner.add_hook(commit)
+    runner.add_callback(commit)
     resets = [0]
 
     def on_reset() -> None:

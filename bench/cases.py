@@ -104,7 +104,7 @@ runner:
 
 
 def run_dslrun(args: argparse.Namespace) -> None:
-    from dsl.hooks import Hook
+    from dsl.callbacks.base import Callback
     from dsl.pipeline import load_pipeline
 
     if args.input == "csv":
@@ -117,7 +117,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
         augmenter = "none"
     clock = Clock(args.warmup, args.launched_at)
 
-    class Timer(Hook):
+    class Timer(Callback):
         priority = "HIGHEST"
 
         def after_train_iter(self, runner: Any) -> None:
@@ -138,7 +138,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
             dsl.engine.steps.replica_local_variables = lambda model: []
 
         runner = build_runner(load_pipeline(path), resume=False)
-        runner.hooks.append(Timer())
+        runner.callbacks.append(Timer())
         runner.run()
         report(args, clock, runner.placement.world_size, runner.placement.rank,
                {"retraces": dict(runner.traces)})

@@ -21,14 +21,14 @@ import jsonschema
 import pytest
 
 from dsl import registry
+from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.context import BuildContext, Placement
 from dsl.errors import DslError
-from dsl.hooks import Hook, sort_hooks
 
 Values = Callable[["FakeRunner"], dict[str, float]]
 
 
-def make(type_: str, **params: Any) -> Hook:
+def make(type_: str, **params: Any) -> Callback:
     """A callback built as the engine builds it: schema-validated, defaults filled."""
     component = registry.lookup("callback", type_)
     section = {"type": type_, **params}
@@ -117,10 +117,10 @@ class FakeRunner:
         print(message)
 
     # ---------------------------------------------------------------------------- the loop
-    def run(self, hooks: list[Hook], train: Values, val: Values | None = None,
+    def run(self, hooks: list[Callback], train: Values, val: Values | None = None,
             seconds: Callable[[int], float] = lambda call: 0.1) -> None:
         """Walk the workflow until max_epochs / max_iters; `train`/`val` give each call's outputs."""
-        self.hooks, calls = sort_hooks(hooks), 0
+        self.callbacks, calls = sort_callbacks(hooks), 0
         self._call("before_run")
         while not self.should_stop and (self.epoch < self.max_epochs if self.by_epoch else self.step < self.max_iters):
             for mode, count in self.workflow:
@@ -164,7 +164,7 @@ class FakeRunner:
         self.mode = "train"
 
     def _call(self, point: str) -> None:
-        for hook in self.hooks:
+        for hook in self.callbacks:
             getattr(hook, point)(self)
 
 
@@ -368,7 +368,7 @@ def test_early_stopping_unknown_monitor_lists_available_outputs(tmp_path):
         runner.run([make("early_stopping")], TRAIN)
 
 
-def saved_states(runner: FakeRunner, hooks: list[Hook]) -> dict[str, dict[str, Any]]:
+def saved_states(runner: FakeRunner, hooks: list[Callback]) -> dict[str, dict[str, Any]]:
     """What the runner writes beside a checkpoint for each hook (before_save_checkpoint)."""
     states: dict[str, dict[str, Any]] = {}
     for hook in hooks:

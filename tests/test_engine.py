@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dsl.hooks import Hook
+from dsl.callbacks.base import Callback
 from dsl.pipeline import load_pipeline
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def float32_afterwards() -> Any:
     tf.keras.mixed_precision.set_global_policy("float32")
 
 
-class Recorder(Hook):
+class Recorder(Callback):
     """Records every hook point it sees, tagged with its name."""
 
     def __init__(self, tag: str, log: list, priority: str | int = "NORMAL") -> None:
@@ -79,11 +79,11 @@ def test_a_second_epoch_and_a_short_last_call_do_not_retrace(tmp_path: Path) -> 
 
 
 def test_hooks_run_by_priority_then_list_order(tmp_path: Path) -> None:
-    from dsl.hooks import sort_hooks
+    from dsl.callbacks.base import sort_callbacks
 
     runner = make_runner(tmp_path, limit="max_epochs: 1")
     log: list = []
-    runner.hooks = sort_hooks([Recorder("low", log, "LOW"), Recorder("first-normal", log),
+    runner.callbacks = sort_callbacks([Recorder("low", log, "LOW"), Recorder("first-normal", log),
                                Recorder("highest", log, "HIGHEST"), Recorder("second-normal", log), ])
     assert runner.run() == 0
     first_iter = [tag for tag, point, step in log if point == "after_train_iter" and step == 2]
@@ -93,7 +93,7 @@ def test_hooks_run_by_priority_then_list_order(tmp_path: Path) -> None:
 def test_iter_based_workflow_validates_every_n_steps(tmp_path: Path) -> None:
     runner = make_runner(tmp_path, workflow="[[train, 4], [val, 1]]", limit="max_iters: 10", steps_per_call=3)
     log: list = []
-    runner.hooks = [Recorder("r", log)]
+    runner.callbacks = [Recorder("r", log)]
     assert runner.run() == 0
     assert runner.step == 10
     assert [step for _, point, step in log if point == "after_val_epoch"] == [4, 8, 10]

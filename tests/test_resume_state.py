@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dsl.hooks import Hook
+from dsl.callbacks.base import Callback
 from dsl.pipeline import load_pipeline
 
 pytestmark = pytest.mark.slow
@@ -50,14 +50,14 @@ runner:
 """
 
 
-def make_runner(run: Path, epochs: int, extra_hooks: tuple[Hook, ...] = ()) -> Any:
+def make_runner(run: Path, epochs: int, extra_callbacks: tuple[Callback, ...] = ()) -> Any:
+    from dsl.callbacks.base import sort_callbacks
     from dsl.engine.launch import build_runner
-    from dsl.hooks import sort_hooks
 
     path = run.parent / f"{run.name}.yaml"
     path.write_text(PIPELINE.format(run=run, epochs=epochs))
     runner = build_runner(load_pipeline(path))
-    runner.hooks = sort_hooks([*runner.hooks, *extra_hooks])
+    runner.callbacks = sort_callbacks([*runner.callbacks, *extra_callbacks])
     return runner
 
 
@@ -108,7 +108,7 @@ def test_raising_max_epochs_continues_with_the_same_patience_and_best(
     assert records(run, "train") == [(1, 5), (2, 10), (3, 15), (4, 20)]
 
 
-class SigtermAfterVal(Hook):
+class SigtermAfterVal(Callback):
     """A SIGTERM that arrives while the val phase of epoch `epoch` runs."""
 
     def __init__(self, epoch: int) -> None:
@@ -123,7 +123,7 @@ class SigtermAfterVal(Hook):
 def test_sigterm_during_val_then_rerun_decides_as_the_uninterrupted_run(
         tmp_path: Path, uninterrupted: dict[str, Any], capsys: pytest.CaptureFixture) -> None:
     run = tmp_path / "run"
-    assert make_runner(run, epochs=8, extra_hooks=(SigtermAfterVal(2),)).run() == 128 + signal.SIGTERM
+    assert make_runner(run, epochs=8, extra_callbacks=(SigtermAfterVal(2),)).run() == 128 + signal.SIGTERM
     capsys.readouterr()
     resumed = make_runner(run, epochs=8)
     assert resumed.run() == 0

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, format_value, iter_position, output, phase_position
-from dsl.hooks import Hook
+from dsl.callbacks.base import Callback
 
 
-class TrainValueReporter(Hook):
+class TrainValueReporter(Callback):
     """Prints a train output every `every_n_iters` steps and its phase value after each train epoch.
 
     `windowed` outputs (the loss) are averaged over the steps since the last line, as the
@@ -47,7 +47,7 @@ class TrainValueReporter(Hook):
         self._reset_window()
 
 
-class EvalValueReporter(Hook):
+class EvalValueReporter(Callback):
     """Prints a val output (over the whole val phase) at the end of each val phase."""
 
     output_name = "loss"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dsl.callbacks._common import every_n_iters_param
 from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
-from dsl.hooks import PRIORITY_PARAM
+from dsl.callbacks.base import PRIORITY_PARAM
 from dsl.registry import register
 
 

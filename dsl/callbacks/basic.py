@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from dsl.callbacks._common import format_value, format_values, phase_position, save_checkpoint
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 
@@ -27,7 +27,7 @@ def _count(variables: list[Any]) -> int:
     ),
     unique=True,
 )
-class TrainBasic(Hook):
+class TrainBasic(Callback):
     """Header at the start; at the end the last state is saved so a finished run can always be resumed or evaluated."""
 
     priority = "BELOW_NORMAL"
@@ -61,7 +61,7 @@ class TrainBasic(Hook):
     ),
     unique=True,
 )
-class EvalBasic(Hook):
+class EvalBasic(Callback):
     """`val epoch 3/10 (step 1170): loss 0.8123, accuracy 0.7012 (best accuracy 0.7012 at step 1170)`."""
 
     priority = "VERY_LOW"

@@ -14,7 +14,7 @@ from typing import Any
 
 from dsl.callbacks._common import Cadence, format_value, save_checkpoint
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 
@@ -60,7 +60,7 @@ from dsl.registry import register
     description="Save the training state periodically (and the best model so far) in the run directory.",
     unique=True,
 )
-class Checkpoint(Hook):
+class Checkpoint(Callback):
     """Periodic, best and last checkpoints.
 
     Example:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 _FIRST_COLUMNS = ["mode", "epoch", "step"]
@@ -36,7 +36,7 @@ _FIRST_COLUMNS = ["mode", "epoch", "step"]
         "Append one CSV row per train or val phase (mode, epoch, step and every output) to a file in the run directory."
     ),
 )
-class CsvLogger(Hook):
+class CsvLogger(Callback):
     priority = "LOW"
     chief_only = True
 

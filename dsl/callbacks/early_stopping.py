@@ -10,7 +10,7 @@ from typing import Any
 
 from dsl.callbacks._common import format_value
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 
@@ -44,7 +44,7 @@ from dsl.registry import register
     },
     description="Stop training when a monitored output (e.g. val/loss) has not improved for `patience` phases.",
 )
-class EarlyStopping(Hook):
+class EarlyStopping(Callback):
     """Keras' EarlyStopping over the loop's phases.
 
     Args (YAML):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.errors import DslError
-from dsl.hooks import PRIORITY_PARAM, Hook
 from dsl.registry import register
 
 
@@ -64,7 +64,7 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
     ),
     unique=True,
 )
-class InitCheckpoint(Hook):
+class InitCheckpoint(Callback):
     """Lambda's pretrained model, with name patterns for what to load and what to train.
 
     Example:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.callbacks.summary import write_scalars
-from dsl.hooks import PRIORITY_PARAM, Hook
 from dsl.registry import register
 
 
@@ -36,7 +36,7 @@ def current_learning_rate(runner: Any) -> float:
     description="Record the learning rate every few steps in the metrics file and TensorBoard (train/learning_rate).",
     unique=True,
 )
-class LrLogger(Hook):
+class LrLogger(Callback):
     priority = "LOW"
     chief_only = True
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from dsl.callbacks._common import format_value, train_epoch
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 _WIDTH = 24
@@ -41,7 +41,7 @@ def _duration(seconds: float) -> str:
     description="Show a progress bar on stderr: phase, step/total, ETA and the live loss and accuracy.",
     unique=True,
 )
-class Progress(Hook):
+class Progress(Callback):
     priority = "LOWEST"
     chief_only = True
     clock = staticmethod(time.monotonic)

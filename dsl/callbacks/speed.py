@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param, iter_position, phase_position
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 _WARMUP = {
@@ -38,7 +38,7 @@ class _Timing:
         return f"{images:,.1f} images/s, {1000 * self.seconds / self.steps:.1f} ms/step"
 
 
-class _Speed(Hook):
+class _Speed(Callback):
     mode = "train"
     priority = "VERY_LOW"
     chief_only = True

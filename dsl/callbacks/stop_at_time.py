@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from dsl.callbacks._common import save_checkpoint
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.errors import DslError
-from dsl.hooks import PRIORITY_PARAM, Hook
 from dsl.registry import register
 
 
@@ -38,7 +38,7 @@ from dsl.registry import register
         {"description": "a `minutes` budget", "required": ["minutes"], "properties": {"minutes": {"type": "number"}}},
     ],
 )
-class StopAtTime(Hook):
+class StopAtTime(Callback):
     """TensorLayer's StopAtTimeHook, checkpointing before it stops.
 
     Example:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 
@@ -42,7 +42,7 @@ def write_scalars(runner: Any, mode: str, prefix: str, values: dict[str, float])
     ),
     unique=True,
 )
-class TrainSummary(Hook):
+class TrainSummary(Callback):
     priority = "LOW"
     chief_only = True
 
@@ -81,7 +81,7 @@ class TrainSummary(Hook):
     description="Write the validation outputs of each validation phase to TensorBoard.",
     unique=True,
 )
-class EvalSummary(Hook):
+class EvalSummary(Callback):
     priority = "LOW"
     chief_only = True
 

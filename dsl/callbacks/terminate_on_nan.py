@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from dsl.callbacks._common import output
-from dsl.hooks import PRIORITY_PARAM, Hook
+from dsl.callbacks.base import PRIORITY_PARAM, Callback
 from dsl.registry import register
 
 
@@ -22,7 +22,7 @@ from dsl.registry import register
     unique=True,
     reads=("train/loss",),
 )
-class TerminateOnNan(Hook):
+class TerminateOnNan(Callback):
     priority = "HIGHEST"
 
     def after_train_iter(self, runner: Any) -> None:

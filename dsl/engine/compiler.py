@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.context import BuildContext, Placement
-from dsl.hooks import Hook, sort_hooks
 from dsl.registry import lookup
 
 
@@ -29,7 +29,7 @@ class CompiledPipeline:
     augmenter: Any
     model: Any
     modeler: Any
-    hooks: list[Hook]
+    callbacks: list[Callback]
 
     @property
     def runner_params(self) -> dict[str, Any]:
@@ -117,5 +117,5 @@ def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scop
         if prepare_model is not None:
             model = prepare_model(model)
         modeler = build_section("modeler", spec["modeler"], context)
-    hooks = sort_hooks([build_section("callback", params, context) for params in spec.get("callbacks", [])])
-    return CompiledPipeline(spec, context, inputter, augmenter, model, modeler, hooks)
+    callbacks = sort_callbacks([build_section("callback", params, context) for params in spec.get("callbacks", [])])
+    return CompiledPipeline(spec, context, inputter, augmenter, model, modeler, callbacks)

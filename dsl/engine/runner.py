@@ -1,7 +1,7 @@
 """The one training loop every backend shares, and the state callbacks see.
 
 The runner walks the workflow (mmcv's `[[train, 2], [val, 1]]`), calls the compiled step
-functions, and calls every hook at each point. It never branches on the backend: the
+functions, and calls every callback at each point. It never branches on the backend: the
 backend only shards data, wraps the gradient tape, broadcasts and reduces.
 
 State that must survive a restart — model, optimizer, step, data epoch and the position
@@ -26,6 +26,7 @@ from typing import Any
 import tensorflow as tf
 
 from backends.base import Backend
+from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
 from dsl.engine.phases import Phase, plan_phases
@@ -35,13 +36,12 @@ from dsl.engine.resume_state import read_state, sweep_states, write_state
 from dsl.engine.rundir import MetricsFile
 from dsl.engine.watch import clear_done, mark_done, read_done
 from dsl.errors import DslError
-from dsl.hooks import Hook, sort_hooks
 
 ALL_PHASES = 1 << 30  # more val phases than any workflow runs at one position
 
 
 class Runner:
-    """Drives one process's share of the training; see docs/callbacks API in dsl/hooks.py."""
+    """Drives one process's share of the training; see docs/callbacks API in dsl/callbacks.py."""
 
     def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, resume: bool = True,
                  resume_from: str | None = None) -> None:
@@ -57,7 +57,7 @@ class Runner:
         self.modeler = compiled.modeler
         self.inputter = compiled.inputter
         self.augmenter = compiled.augmenter
-        self.hooks = compiled.hooks
+        self.callbacks = compiled.callbacks
         self.seed = seed
         self._resume = resume
         self._resume_from = resume_from
@@ -111,8 +111,8 @@ class Runner:
         self._world_built = self.placement.world_size
         self._schedule_offset = 0  # steps the learning-rate schedule is shifted by (elastic resizes)
         self._writers_for_chief = self.placement.is_chief
-        self._started_hooks: set[int] = set()  # ids of the hooks whose before_run has run
-        self._hooks_started = False  # the runner's before_run point has come
+        self._started_callbacks: set[int] = set()  # ids of the callbacks whose before_run has run
+        self._callbacks_started = False  # the runner's before_run point has come
 
         self.mode = "train"
         self.inner_step = 0
@@ -132,7 +132,7 @@ class Runner:
         self.restored_epoch: int | None = None
         self._signal = 0  # SIGTERM/SIGINT received: save and exit 128 + signal
 
-    # ----------------------------------------------------------------- public API for hooks
+    # ----------------------------------------------------------------- public API for callbacks
     def request_stop(self, reason: str) -> None:
         """End training after the current call; `reason` is printed."""
         self.should_stop = True
@@ -200,9 +200,9 @@ class Runner:
         if self.placement.is_chief:
             print(f"dslrun: {message}", file=sys.stderr, flush=True)
 
-    def add_hook(self, hook: Hook) -> None:
-        """Add a hook of dslrun's own (a backend's), keeping the calling order by priority."""
-        self.hooks = sort_hooks([*self.hooks, hook])
+    def add_callback(self, callback: Callback) -> None:
+        """Add a callback of dslrun's own (a backend's), keeping the calling order by priority."""
+        self.callbacks = sort_callbacks([*self.callbacks, callback])
 
     def state_variables(self) -> list[tf.Variable]:
         """Every variable a restart must restore: model, optimizer (slots, step count, loss scale), RNG."""
@@ -250,7 +250,7 @@ class Runner:
         if self.placement.is_chief and self.metrics_file is None:
             self.metrics_file = MetricsFile(self.model_dir, self.pipeline["runner"]["metrics_format"])
         if self.placement.is_chief:
-            self._start_skipped_hooks()
+            self._start_skipped_callbacks()
         if self.placement.is_chief != self._writers_for_chief:
             for writer in self._writers.values():
                 writer.flush()
@@ -429,25 +429,25 @@ class Runner:
         return 0
 
     def _load_callback_states(self, states: dict[str, Any]) -> None:
-        for key, hook in self._keyed_hooks():
-            if key in states and (self.placement.is_chief or not hook.chief_only):
-                hook.after_load_checkpoint(self, states[key])
+        for key, callback in self._keyed_callbacks():
+            if key in states and (self.placement.is_chief or not callback.chief_only):
+                callback.after_load_checkpoint(self, states[key])
 
-    def _keyed_hooks(self) -> list[tuple[str, Hook]]:
-        """Each hook under a name that a later run of the pipeline gives it too: its type, numbered when repeated."""
+    def _keyed_callbacks(self) -> list[tuple[str, Callback]]:
+        """Each callback under a name that a later run of the pipeline gives it too: its type, numbered when repeated."""
         seen: Counter = Counter()
         keyed = []
-        for hook in self.hooks:
-            keyed.append((f"{hook.name}.{seen[hook.name]}" if seen[hook.name] else hook.name, hook))
-            seen[hook.name] += 1
+        for callback in self.callbacks:
+            keyed.append((f"{callback.name}.{seen[callback.name]}" if seen[callback.name] else callback.name, callback))
+            seen[callback.name] += 1
         return keyed
 
     def _resume_state(self) -> dict[str, Any]:
         """What the state file beside a checkpoint holds (see dsl/engine/resume_state.py)."""
         states = {}
-        for key, hook in self._keyed_hooks():
+        for key, callback in self._keyed_callbacks():
             state: dict[str, Any] = {}
-            hook.before_save_checkpoint(self, state)
+            callback.before_save_checkpoint(self, state)
             if state:
                 states[key] = state
         return {"step": self.step, "epoch": self.epoch, "val_phases_done": self._vals_done, "callbacks": states}
@@ -640,7 +640,7 @@ class Runner:
         if not self.by_epoch:
             self._vals_done = 0  # a new position: its val phases are still to run
         if self.data_position >= self.steps_per_epoch:
-            # The data epoch is complete: hooks at after_train_epoch see it counted.
+            # The data epoch is complete: callbacks at after_train_epoch see it counted.
             self.epoch += 1
             self.data_position = 0
             self._iterator = None
@@ -718,24 +718,24 @@ class Runner:
             )
 
     def _call(self, point: str) -> None:
-        for hook in self.hooks:
-            if hook.chief_only and not self.placement.is_chief:
+        for callback in self.callbacks:
+            if callback.chief_only and not self.placement.is_chief:
                 continue
-            getattr(hook, point)(self)
+            getattr(callback, point)(self)
             if point == "before_run":
-                self._started_hooks.add(id(hook))
+                self._started_callbacks.add(id(callback))
         if point == "before_run":
-            self._hooks_started = True
+            self._callbacks_started = True
 
-    def _start_skipped_hooks(self) -> None:
+    def _start_skipped_callbacks(self) -> None:
         """A rank that became the chief (Horovod elastic: rank 0's host was lost) runs
-        `before_run` of the chief-only hooks it skipped at the start, once each."""
-        if not self._hooks_started:
-            return  # before_run itself has not come yet: it will start every hook
-        for hook in self.hooks:
-            if hook.chief_only and id(hook) not in self._started_hooks:
-                hook.before_run(self)
-                self._started_hooks.add(id(hook))
+        `before_run` of the chief-only callbacks it skipped at the start, once each."""
+        if not self._callbacks_started:
+            return  # before_run itself has not come yet: it will start every callback
+        for callback in self.callbacks:
+            if callback.chief_only and id(callback) not in self._started_callbacks:
+                callback.before_run(self)
+                self._started_callbacks.add(id(callback))
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """Stop after the current call and save; a second signal ends the process at once."""

@@ -1,11 +1,11 @@
-"""Callbacks plug into the training loop through hooks, ordered by a named priority.
+"""The base class of every callback: the YAML's `callbacks:` entries, ordered by a named priority.
 
-As in MMEngine: a hook overrides the template methods it cares about; the loop calls
-every hook at each point, lowest priority value first, list order breaking ties. The
-`*_train_*` / `*_val_*` methods default to the mode-independent `before_epoch` etc., so
-a hook that does the same thing in both modes overrides one method.
+As MMEngine's hooks: a callback overrides the methods of the hook points it cares about;
+the loop calls every callback at each point, lowest priority value first, list order
+breaking ties. The `*_train_*` / `*_val_*` methods default to the mode-independent
+`before_epoch` etc., so a callback that does the same thing in both modes overrides one.
 
-This module never imports TensorFlow: the callback modules that subclass `Hook` are
+This module never imports TensorFlow: the callback modules that subclass `Callback` are
 imported by `dslrun validate`.
 """
 
@@ -45,12 +45,12 @@ def priority_value(priority: str | int) -> int:
     return PRIORITIES[priority] if isinstance(priority, str) else int(priority)
 
 
-class Hook:
+class Callback:
     """Base class of every callback. `runner` is the `dsl.engine.runner.Runner`.
 
     Class attributes:
         priority: default priority name; the YAML `priority:` key overrides it.
-        chief_only: run only on the chief (rank 0) — for hooks that write files or print.
+        chief_only: run only on the chief (rank 0) — for callbacks that write files or print.
     """
 
     priority: str | int = "NORMAL"
@@ -114,6 +114,6 @@ class Hook:
         from a checkpoint that holds it, before `before_run`."""
 
 
-def sort_hooks(hooks: list[Hook]) -> list[Hook]:
-    """Hooks in calling order: by priority value, then by their order in the list."""
-    return [h for _, _, h in sorted((priority_value(h.priority), i, h) for i, h in enumerate(hooks))]
+def sort_callbacks(callbacks: list[Callback]) -> list[Callback]:
+    """Callbacks in calling order: by priority value, then by their order in the list."""
+    return [c for _, _, c in sorted((priority_value(c.priority), i, c) for i, c in enumerate(callbacks))]
