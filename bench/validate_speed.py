@@ -9,6 +9,11 @@ hits both alike:
 
 and prints the medians. The goal is under 0.5 s for the 50 files.
 
+Then, in this process, the JSON Schema step alone on the same 50 pipelines (valid, and each
+with one mistake): dslrun's validator (one cached jsonschema validator per component, chosen
+by each section's `type`) against one jsonschema validator of the whole schema, which tries
+every type's `if` branch on every section. First pass (validators built) and later passes.
+
     .venv/bin/python bench/validate_speed.py [--repeats 5] [--files 50]
 """
 
@@ -67,6 +72,54 @@ def write_pipelines(directory: Path, count: int) -> None:
         (directory / f"pipeline_{index:02d}.yaml").write_text(text, encoding="utf-8")
 
 
+def schema_step_times(directory: Path, repeats: int) -> dict[str, tuple[float, float]]:
+    """{validator: (first pass, median later pass)} seconds to validate every pipeline of `directory`."""
+    import copy
+
+    from jsonschema import Draft202012Validator
+
+    from dsl import schema
+    from dsl.resolve import resolve
+
+    trees = [resolve(path, (), {}).value for path in sorted(directory.glob("*.yaml"))]
+    broken = [_with_one_mistake(copy.deepcopy(tree), index) for index, tree in enumerate(trees)]
+    whole = Draft202012Validator(schema.pipeline_schema())
+    candidates = {
+        "per component (dslrun)": lambda tree: schema.validator().errors(tree),
+        "whole schema (jsonschema)": lambda tree: list(whole.iter_errors(tree)),
+    }
+    results = {}
+    for name, check in candidates.items():
+        for label, batch in (("valid", trees), ("one error each", broken)):
+            passes = []
+            for _ in range(1 + repeats):
+                start = time.perf_counter()
+                for tree in batch:
+                    check(tree)
+                passes.append(time.perf_counter() - start)
+            results[f"{name}, {label}"] = (passes[0], statistics.median(passes[1:]))
+    return results
+
+
+def _with_one_mistake(tree: dict, index: int) -> dict:
+    """A misspelt key, a value of the wrong type or an unknown callback type, in turn."""
+    if index % 3 == 0:
+        tree["modeler"]["optimizer"]["momemtum"] = 0.9
+    elif index % 3 == 1:
+        tree["inputter"]["batch_size"] = "8"
+    else:
+        tree["callbacks"][0]["type"] = "checkpoints"
+    return tree
+
+
+def import_time(module: str) -> float:
+    """Seconds a fresh interpreter spends importing `module` (its own share, -X importtime)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                            capture_output=True, text=True, check=True)
+    last = [line for line in result.stderr.splitlines() if line.rstrip().endswith(f"| {module}")][-1]
+    return int(last.split("|")[1]) / 1e6
+
+
 def wall_time(command: list[str]) -> tuple[float, int]:
     start = time.perf_counter()
     result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
@@ -102,6 +155,11 @@ def main() -> None:
           f"(min {min(tf_times):.3f}, max {max(tf_times):.3f})")
     goal = statistics.median(validate_times) < 0.5
     print(f"goal < 0.5 s for {args.files} files: {'met' if goal else 'NOT met'}")
+    print(f"import jsonschema: {import_time('jsonschema'):.3f} s")
+    with tempfile.TemporaryDirectory(prefix="dslrun-bench-") as tmp:
+        write_pipelines(Path(tmp), args.files)
+        for name, (first, later) in schema_step_times(Path(tmp), args.repeats).items():
+            print(f"schema step, {args.files} files, {name}: first {first * 1000:.1f} ms, then median {later * 1000:.1f} ms")
     if env_note is None:
         os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
 

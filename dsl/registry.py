@@ -8,7 +8,8 @@ A component is one module under `dsl/<kind>s/` that calls `register(...)` on its
 at import time. Those modules must not import TensorFlow at module level (import it inside
 `build`), because `dslrun validate` imports every one of them and must stay fast and
 TensorFlow-free. Modules whose name starts with `_` are private helpers: they are not
-walked by `load_all` and may import TensorFlow.
+walked by `load_all` and may import TensorFlow. A kind's `base` module (the class its
+components derive from, e.g. `dsl.callbacks.base.Callback`) is not a component either.
 
 Besides its parameters a component declares, in pure Python, what the language checks
 between sections: the phase outputs it produces (`outputs`, e.g. the modeler's
@@ -39,6 +40,15 @@ KINDS: dict[str, str] = {
     "modeler": "dsl.modelers",
     "callback": "dsl.callbacks",
 }
+
+
+# Modules of a kind's package that hold no component: its base class.
+_BASE_MODULES = frozenset({"base"})
+
+
+def is_component_module(name: str) -> bool:
+    """Whether the module `name` of a kind's package is a component (walked by `load_all`)."""
+    return not name.startswith("_") and name not in _BASE_MODULES
 
 
 class RegistryError(LookupError):
@@ -141,7 +151,7 @@ def load_all() -> None:
     for package_name in KINDS.values():
         package = importlib.import_module(package_name)
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if not info.name.startswith("_"):
+            if is_component_module(info.name):
                 importlib.import_module(f"{package_name}.{info.name}")
     _LOADED = True
 

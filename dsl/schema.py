@@ -14,10 +14,13 @@ import copy
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl import registry, sections
 from dsl.diagnostics import Path as JsonPath
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
 
 SCHEMA_ID = "https://dslrun.dev/schemas/pipeline.schema.json"
 
@@ -135,27 +138,74 @@ def write_schema(path: str | Path) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def validator() -> Any:
-    """The compiled validator, built once per process: `.errors(instance)` lists every error.
+def validator() -> PipelineValidator:
+    """The pipeline validator, built once per process: `.errors(instance)` lists every error."""
+    return PipelineValidator(pipeline_schema())
 
-    The fast built-in validator when it supports every keyword of the schema, else jsonschema.
+
+class PipelineValidator:
+    """`jsonschema`, one validator per component, chosen in Python by each section's `type`.
+
+    Why not one validator of the whole schema: every section is a union of `if type == T
+    then <T's schema>` branches, so jsonschema evaluates one `if` per registered type for
+    every section and callback (about 2.5 times slower, see docs/benchmarks.md). The
+    registry already knows which branch applies; the top level is checked without the
+    branches, and each section against its component's schema only. The errors are
+    jsonschema's own (`absolute_path`, `context`, `relative_schema_path`, ...), so
+    `dsl.schema_errors` reads exactly what a whole-schema validator would give it.
     """
-    from dsl.schema_validator import Unsupported, Validator
 
-    try:
-        return Validator(pipeline_schema())
-    except Unsupported:
-        return _JsonschemaValidator(pipeline_schema())
-
-
-class _JsonschemaValidator:
     def __init__(self, schema: dict[str, Any]) -> None:
         from jsonschema import Draft202012Validator
 
-        self._validator = Draft202012Validator(schema)
+        self._schema = schema
+        self._new = Draft202012Validator
+        self._top = Draft202012Validator(_without_branches(schema))
+        self._components: dict[str, Any] = {}
 
-    def errors(self, instance: Any) -> list[Any]:
-        return list(self._validator.iter_errors(instance))
+    def errors(self, instance: Any) -> list[ValidationError]:
+        """Every error of `instance`, each located by its `absolute_path` from the pipeline's root."""
+        found = list(self._top.iter_errors(instance))
+        if not isinstance(instance, dict):
+            return found
+        for key, kind in sections.COMPONENT_SECTIONS.items():
+            value = instance.get(key)
+            if kind != "callback":
+                found += self._section_errors(kind, value, (key,))
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    found += self._section_errors(kind, item, (key, index))
+        return found
+
+    def _section_errors(self, kind: str, value: Any, path: JsonPath) -> list[ValidationError]:
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+            return []  # the top level reports the missing or wrong `type`
+        check = self._component(f"{kind}.{value['type']}")
+        if check is None:
+            return []  # an unknown type: the top level's enum error says so
+        errors = list(check.iter_errors(value))
+        for error in errors:
+            error.path.extendleft(reversed(path))  # the context's errors are located through their parent
+        return errors
+
+    def _component(self, name: str) -> Any:
+        if name not in self._components:
+            defs = self._schema["$defs"]
+            # The root's $defs beside the component's keywords: a `#/$defs/...` ref resolves as in the whole schema.
+            self._components[name] = self._new({**defs[name], "$defs": defs}) if name in defs else None
+        return self._components[name]
+
+
+def _without_branches(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with each section's union reduced to `type` (object, required, known name)."""
+    defs = {}
+    for name, definition in schema["$defs"].items():
+        if name.split(".", 1)[0] in registry.KINDS and "." in name:
+            continue
+        if name in registry.KINDS:
+            definition = {k: v for k, v in definition.items() if k != "allOf"}
+        defs[name] = definition
+    return {**schema, "$defs": defs}
 
 
 def resolve_ref(schema: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ import pkgutil
 
 import pytest
 
-from dsl.registry import KINDS, Component, RegistryError, components, lookup, register
+from dsl.registry import KINDS, Component, RegistryError, components, is_component_module, lookup, register
 
 
 def test_every_registered_type_has_a_builder_and_a_described_schema() -> None:
@@ -26,7 +26,7 @@ def test_every_component_module_registers_something() -> None:
     for package_name in KINDS.values():
         package = importlib.import_module(package_name)
         for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):
+            if is_component_module(info.name):
                 assert f"{package_name}.{info.name}" in modules, f"{package_name}.{info.name} registers no type"
 
 
