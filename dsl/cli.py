@@ -10,6 +10,7 @@ import click
 
 from dsl import __version__
 from dsl.commands import COMMANDS
+from dsl.commands._common import user_errors
 from dsl.plugins import add_plugin_option
 
 
@@ -29,4 +30,7 @@ def main() -> None:
 
 
 for _command in COMMANDS():
-    main.add_command(add_plugin_option(_command))
+    add_plugin_option(_command)
+    if _command.callback is not None:  # every command, so that no user error ends in a traceback
+        _command.callback = user_errors(_command.callback)
+    main.add_command(_command)

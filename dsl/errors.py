@@ -1,6 +1,23 @@
-"""User-facing errors: the CLI prints them as one located line, never as a traceback."""
+"""User-facing errors: the CLI prints them as one located line, never as a traceback.
+
+Every error a user can cause derives from `DslError`, so the CLI catches one class
+(`dsl.commands._common.user_errors`) and a new error family cannot leak a traceback by
+being forgotten there. Errors of the program itself (bugs) stay ordinary exceptions.
+
+    DslError             a bad file, a missing checkpoint, bad data: one line
+    ├── LocatedError     problems with a place in a pipeline file: one line each
+    │   ├── dsl.loader.LoadError        a file or --set value that is not a pipeline tree
+    │   └── dsl.pipeline.PipelineError  a pipeline with errors (schema, extends, checks)
+    ├── dsl.registry.RegistryError      an unknown type, or a type registered twice
+    └── dsl.plugins.PluginError         a plugin that cannot be imported
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dsl.diagnostics import Diagnostic
 
 
 class DslError(Exception):
@@ -9,3 +26,15 @@ class DslError(Exception):
     The message says what happened, what was expected and how to fix it; the CLI prints
     `dslrun: error: <message>` and exits 1.
     """
+
+
+class LocatedError(DslError):
+    """Errors that each point at a file, line and column; `diagnostics` holds every one (and any warnings).
+
+    The CLI prints each diagnostic as `file:line:col: error: path: message`, the format
+    `dslrun validate` uses, so editors jump to the place.
+    """
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("\n".join(d.format_text() for d in diagnostics))
+        self.diagnostics = diagnostics

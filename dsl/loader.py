@@ -36,6 +36,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from dsl.diagnostics import Diagnostic, Location, Origin, SourceMap
 from dsl.diagnostics import Path as JsonPath
+from dsl.errors import LocatedError
 
 MAX_BYTES = 1 << 20
 MAX_VALUES = 100_000
@@ -63,12 +64,8 @@ _SAFE = SafeConstructor()
 _TOO_MANY = f"the document expands to more than {MAX_VALUES} values (aliases of aliases?); a pipeline is much smaller"
 
 
-class LoadError(Exception):
+class LoadError(LocatedError):
     """A file (or --set value) that could not be read as a pipeline tree."""
-
-    def __init__(self, diagnostics: list[Diagnostic]) -> None:
-        super().__init__("\n".join(d.format_text() for d in diagnostics))
-        self.diagnostics = diagnostics
 
 
 @dataclass

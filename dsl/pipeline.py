@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from dsl.diagnostics import Diagnostic, SourceMap, is_error
+from dsl.errors import LocatedError
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-class PipelineError(Exception):
+class PipelineError(LocatedError):
     """A pipeline with errors; `diagnostics` holds every one of them (and any warnings)."""
-
-    def __init__(self, diagnostics: list[Diagnostic]) -> None:
-        super().__init__("\n".join(d.format_text() for d in diagnostics))
-        self.diagnostics = diagnostics
 
 
 def check_pipeline(

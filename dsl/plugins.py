@@ -23,6 +23,8 @@ from typing import Any
 
 import click
 
+from dsl.errors import DslError
+
 ENTRY_POINT_GROUP = "dslrun.plugins"
 
 # Commands that build a pipeline load installed plugins too; the others only take --plugin.
@@ -30,7 +32,7 @@ LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export"})
 TAKES_PLUGIN = LOADS_INSTALLED | {"validate", "show", "schema", "list"}
 
 
-class PluginError(Exception):
+class PluginError(DslError):
     """A plugin module that cannot be imported or registers a clashing type."""
 
 
@@ -94,12 +96,7 @@ def add_plugin_option(command: click.Command) -> click.Command:
 def _with_plugins(callback: Callable[..., Any], installed: bool) -> Callable[..., Any]:
     @functools.wraps(callback)
     def wrapper(*args: Any, plugins: tuple[str, ...] = (), **kwargs: Any) -> Any:
-        try:
-            load_plugins(plugins, installed)
-        except PluginError as exc:
-            from dsl.commands._common import fail
-
-            fail(str(exc))
+        load_plugins(plugins, installed)  # a PluginError is a user error: the CLI prints it (dsl.cli)
         return callback(*args, **kwargs)
 
     return wrapper

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsl.errors import DslError
+
 # The JSON Schema `format` of a parameter whose value names a phase output, `<phase>/<output>`.
 PHASE_OUTPUT_FORMAT = "phase-output"
 
@@ -51,8 +53,8 @@ def is_component_module(name: str) -> bool:
     return not name.startswith("_") and name not in _BASE_MODULES
 
 
-class RegistryError(LookupError):
-    """A type that is unknown, or registered twice."""
+class RegistryError(DslError, LookupError):
+    """A type that is unknown, or registered twice (a plugin's name clashing with another's)."""
 
 
 @dataclass(frozen=True)

@@ -59,15 +59,23 @@ Callback = Callable[..., Any]
 
 
 def user_errors(function: Callback) -> Callback:
-    """Turn a DslError raised anywhere below a command into one line on stderr and exit 1."""
+    """Turn any error the user can cause (`DslError`, raised anywhere below a command) into exit 1.
+
+    A located error prints one `file:line:col: error: ...` line per problem, as `dslrun
+    validate` does; any other prints `dslrun: error: <message>`. Never a traceback.
+    """
     import functools
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dsl.errors import DslError
+        from dsl.errors import DslError, LocatedError
 
         try:
             return function(*args, **kwargs)
+        except LocatedError as exc:
+            for diagnostic in exc.diagnostics:
+                echo_err(f"{rank_prefix()}{diagnostic.format_text()}")
+            sys.exit(1)
         except DslError as exc:
             fail(str(exc))
 
