@@ -150,9 +150,9 @@ def folder_samples(folder: str, count: int = SAMPLES_PER_CSV) -> list[str]:
 
 
 def cifar10_items(data_dir: str) -> list[dict[str, str]]:
-    from dsl.inputters.cifar10_binary import SUBFOLDER, TEST_FILES, TRAIN_FILES
+    from dsl.datasets.cifar10_format import BINARY_FOLDER, TEST_FILES, TRAIN_FILES
 
-    folder = os.path.join(data_dir, SUBFOLDER) if os.path.isdir(os.path.join(data_dir, SUBFOLDER)) else data_dir
+    folder = os.path.join(data_dir, BINARY_FOLDER) if os.path.isdir(os.path.join(data_dir, BINARY_FOLDER)) else data_dir
     return [{"path": data_dir, "kind": "dir"}] + [{"path": os.path.join(folder, name), "kind": "file"}
                                                   for name in (*TRAIN_FILES, *TEST_FILES)]
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from dsl.commands.data import command as data_command
-from dsl.datasets import cifar10
+from dsl.datasets import cifar10, cifar10_format
 
 RECORDS_PER_BATCH = 20
 
@@ -34,15 +34,15 @@ def read_rows(path: Path) -> list[list[str]]:
 
 def batch_bytes(seed: int, count: int = RECORDS_PER_BATCH) -> bytes:
     rng = np.random.default_rng(seed)
-    records = rng.integers(0, 256, (count, cifar10.RECORD_BYTES), dtype=np.uint8)
+    records = rng.integers(0, 256, (count, cifar10_format.RECORD_BYTES), dtype=np.uint8)
     records[:, 0] = np.arange(count) % 10
     return records.tobytes()
 
 
 def make_tarball(path: Path, extra: list[tarfile.TarInfo] | None = None) -> dict[str, bytes]:
     """A tarball in the official layout, RECORDS_PER_BATCH records per batch file."""
-    files = {name: batch_bytes(i) for i, name in enumerate([*cifar10.TRAIN_FILES, cifar10.TEST_FILE])}
-    files[cifar10.META_FILE] = "\n".join(cifar10.CLASS_NAMES).encode() + b"\n"
+    files = {name: batch_bytes(i) for i, name in enumerate([*cifar10_format.TRAIN_FILES, *cifar10_format.TEST_FILES])}
+    files[cifar10_format.META_FILE] = "\n".join(cifar10_format.CLASS_NAMES).encode() + b"\n"
     with tarfile.open(path, "w:gz") as tar:
         for name, data in files.items():
             info = tarfile.TarInfo(f"cifar-10-batches-bin/{name}")
@@ -128,7 +128,7 @@ def test_cifar10_from_archive_converts_every_record(tmp_path):
     train, evaluation = read_rows(out / "train.csv")[1:], read_rows(out / "eval.csv")[1:]
     assert len(train) == 5 * RECORDS_PER_BATCH and len(evaluation) == RECORDS_PER_BATCH
     # Record 3 of data_batch_2 is train image 23: same label, same pixels (planes -> HWC).
-    record = np.frombuffer(files["data_batch_2.bin"], np.uint8).reshape(-1, cifar10.RECORD_BYTES)[3]
+    record = np.frombuffer(files["data_batch_2.bin"], np.uint8).reshape(-1, cifar10_format.RECORD_BYTES)[3]
     path, label = train[RECORDS_PER_BATCH + 3]
     assert path == "train/00023.png" and int(label) == record[0]
     expected = record[1:].reshape(3, 32, 32).transpose(1, 2, 0)
@@ -215,7 +215,7 @@ def test_cifar10_no_verify_needs_an_archive(tmp_path):
 def test_cifar10_truncated_batch_is_an_error(tmp_path):
     archive = tmp_path / "short.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        for name in [*cifar10.TRAIN_FILES, cifar10.TEST_FILE]:
+        for name in [*cifar10_format.TRAIN_FILES, *cifar10_format.TEST_FILES]:
             data = batch_bytes(0)[:-5] if name == "data_batch_3.bin" else batch_bytes(0)
             info = tarfile.TarInfo(name)
             info.size = len(data)

@@ -20,18 +20,24 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from dsl.datasets import layout
+from dsl.datasets.cifar10_format import (
+    BINARY_FOLDER,
+    CHANNELS,
+    CLASS_NAMES,
+    HEIGHT,
+    LABEL_BYTES,
+    META_FILE,
+    RECORD_BYTES,
+    TEST_FILES,
+    TRAIN_FILES,
+    WIDTH,
+)
 from dsl.errors import DslError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
 URL_ENV = "DSLRUN_CIFAR10_URL"  # a mirror (or, in tests, a closed port)
 ARCHIVE_NAME = "cifar-10-binary.tar.gz"
-BINARY_FOLDER = "cifar-10-batches-bin"
-TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
-TEST_FILE = "test_batch.bin"
-META_FILE = "batches.meta.txt"
-RECORD_BYTES = 1 + 32 * 32 * 3
-CLASS_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ def prepare(request: Cifar10Request, log: Callable[[str], None] = print) -> tupl
     rows: dict[str, list[tuple[str, int]]] = {}
     train = [decode_batch(batches[name], name) for name in TRAIN_FILES]
     rows["train"] = _convert(out, "train", train, log)
-    rows["eval"] = _convert(out, "eval", [decode_batch(batches[TEST_FILE], TEST_FILE)], log)
+    rows["eval"] = _convert(out, "eval", [decode_batch(batches[name], name) for name in TEST_FILES], log)
     if request.keep_binary:
         _write_binaries(out / BINARY_FOLDER, batches, meta)
     manifest.update({"train": len(rows["train"]), "eval": len(rows["eval"])})
@@ -107,7 +113,7 @@ def download(url: str, target: Path, timeout: float, log: Callable[[str], None])
 
 def read_batches(archive: Path, out: Path) -> tuple[dict[str, bytes], bytes | None]:
     """The batch files' bytes, by file name, after checking that every member is harmless."""
-    wanted = {*TRAIN_FILES, TEST_FILE, META_FILE}
+    wanted = {*TRAIN_FILES, *TEST_FILES, META_FILE}
     found: dict[str, bytes] = {}
     try:
         with tarfile.open(archive, "r:*") as tar:
@@ -118,7 +124,7 @@ def read_batches(archive: Path, out: Path) -> tuple[dict[str, bytes], bytes | No
                     found[name] = tar.extractfile(member).read()  # type: ignore[union-attr]
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise DslError(f"cannot read {archive}: {exc}; expected the CIFAR-10 binary tarball ({ARCHIVE_NAME})") from None
-    missing = [name for name in (*TRAIN_FILES, TEST_FILE) if name not in found]
+    missing = [name for name in (*TRAIN_FILES, *TEST_FILES) if name not in found]
     if missing:
         raise DslError(f"{archive} lacks {', '.join(missing)}; expected the CIFAR-10 binary tarball ({ARCHIVE_NAME})")
     return found, found.pop(META_FILE, None)
@@ -132,7 +138,7 @@ def decode_batch(data: bytes, name: str) -> tuple[np.ndarray, np.ndarray]:
     labels = records[:, 0].astype(np.int64)
     if labels.max() >= len(CLASS_NAMES):
         raise DslError(f"{name} holds label {labels.max()}; CIFAR-10 labels are 0..9 (is this CIFAR-100?)")
-    images = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    images = records[:, LABEL_BYTES:].reshape(-1, CHANNELS, HEIGHT, WIDTH).transpose(0, 2, 3, 1)
     return images, labels
 
 
@@ -199,7 +205,7 @@ def _write_binaries(folder: Path, batches: dict[str, bytes], meta: bytes | None)
 
 
 def _binaries_present(out: Path, keep_binary: bool) -> bool:
-    return not keep_binary or all((out / BINARY_FOLDER / name).is_file() for name in (*TRAIN_FILES, TEST_FILE))
+    return not keep_binary or all((out / BINARY_FOLDER / name).is_file() for name in (*TRAIN_FILES, *TEST_FILES))
 
 
 def _class_names(meta: bytes | None) -> list[str]:

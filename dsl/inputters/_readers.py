@@ -11,6 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from dsl.datasets.cifar10_format import CHANNELS, CLASS_NAMES, HEIGHT, LABEL_BYTES, RECORD_BYTES, WIDTH
 from dsl.inputters._common import MODES
 from dsl.inputters._pipeline import (
     ASSERT_MARKER,
@@ -19,7 +20,6 @@ from dsl.inputters._pipeline import (
     fit_image,
     label_checked,
 )
-from dsl.inputters.cifar10_binary import CLASS_NAMES, RECORD_BYTES
 
 
 class CountedInputter(BaseInputter):
@@ -48,7 +48,7 @@ class Cifar10Inputter(CountedInputter):
     def _decode(self, record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         values = tf.io.decode_raw(record, tf.uint8)
         label = tf.cast(values[0], tf.int32)
-        planes = tf.reshape(values[1:], [3, 32, 32])
+        planes = tf.reshape(values[LABEL_BYTES:], [CHANNELS, HEIGHT, WIDTH])
         image = tf.image.convert_image_dtype(tf.transpose(planes, [1, 2, 0]), tf.float32)
         return fit_image(image, self.image_shape), label
 

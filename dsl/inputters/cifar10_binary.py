@@ -13,6 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsl.datasets.cifar10_format import (
+    BINARY_FOLDER,
+    CHANNELS,
+    CLASS_NAMES,
+    HEIGHT,
+    LABEL_BYTES,
+    RECORD_BYTES,
+    TEST_FILES,
+    TRAIN_FILES,
+    WIDTH,
+)
 from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
@@ -21,14 +32,6 @@ from dsl.inputters._common import (
     with_defaults,
 )
 from dsl.registry import register
-
-LABEL_BYTES = 1
-IMAGE_BYTES = 32 * 32 * 3
-RECORD_BYTES = LABEL_BYTES + IMAGE_BYTES
-TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
-TEST_FILES = ("test_batch.bin",)
-SUBFOLDER = "cifar-10-batches-bin"
-CLASS_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 PARAMS: dict[str, dict[str, Any]] = {
     "data_dir": {
@@ -39,7 +42,7 @@ PARAMS: dict[str, dict[str, Any]] = {
         "type": "string",
         "minLength": 1,
     },
-    "image_shape": image_shape_param([32, 32, 3]),
+    "image_shape": image_shape_param([HEIGHT, WIDTH, CHANNELS]),
     **COMMON_PARAMS,
 }
 
@@ -78,7 +81,8 @@ def _records(folder: Path, names: tuple[str, ...]) -> Iterator[Any]:
                 if record[0] >= len(CLASS_NAMES):
                     yield Problem(f"record {index + 1}: label {record[0]} is outside 0..{len(CLASS_NAMES) - 1}", where)
                     continue
-                yield Example(record[0], origin, where, facts=ImageFacts(32, 32, "RGB", 3, digest_of(record[1:])))
+                facts = ImageFacts(WIDTH, HEIGHT, "RGB", CHANNELS, digest_of(record[LABEL_BYTES:]))
+                yield Example(record[0], origin, where, facts=facts)
 
 
 @register(
@@ -107,8 +111,8 @@ def build(params: dict[str, Any], context: Any) -> Any:
 def find_batches(data_dir: str) -> Path:
     """The folder holding the .bin files: `data_dir` itself or its cifar-10-batches-bin."""
     folder = existing_dir(data_dir, "inputter.data_dir")
-    if not (folder / TRAIN_FILES[0]).exists() and (folder / SUBFOLDER / TRAIN_FILES[0]).exists():
-        folder = folder / SUBFOLDER
+    if not (folder / TRAIN_FILES[0]).exists() and (folder / BINARY_FOLDER / TRAIN_FILES[0]).exists():
+        folder = folder / BINARY_FOLDER
     missing = [name for name in (*TRAIN_FILES, *TEST_FILES) if not (folder / name).is_file()]
     if missing:
         raise DslError(
