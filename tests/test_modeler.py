@@ -345,3 +345,22 @@ def test_modeler_module_does_not_import_tensorflow():
     code = "import sys, dsl.modelers.image_classification; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_schedule_a_pipeline_names_is_one_the_keras_schedule_computes() -> None:
+    from dsl.modelers._learning_rate import KINDS
+    from dsl.modelers._schedules import SCHEDULES
+
+    assert set(SCHEDULES) == set(KINDS)
+
+
+def test_another_modeler_shares_the_optimizer_and_schedule_settings() -> None:
+    from dsl.modelers._optimizers import fill_optimizer, optimizer_param
+    from dsl.modelers._schedules import schedule_param
+
+    schema = {"type": "object", "properties": {"optimizer": optimizer_param("adam"), "lr_schedule": schedule_param()}}
+    assert schema["properties"]["optimizer"]["default"] == fill_optimizer({}, "adam")
+    assert fill_optimizer({}, "adam")["learning_rate"] == 0.001
+    jsonschema.validate({"optimizer": {"type": "momentum", "momentum": 0.5}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"optimizer": {"type": "adam", "momentum": 0.5}}, schema)

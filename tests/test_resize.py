@@ -9,7 +9,7 @@ from backends.horovod import _elastic_settings
 tf = pytest.importorskip("tensorflow")
 
 from dsl.engine.resize import ShiftedSchedule, batches_done, schedule_offset
-from dsl.modelers._schedules import LearningRate
+from dsl.modelers._learning_rate import LearningRate
 
 
 def test_position_carries_over_in_examples() -> None:

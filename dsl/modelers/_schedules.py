@@ -1,106 +1,117 @@
-"""The learning rate as a function of the optimizer step: a warmup, then one decay rule.
+"""`modeler.lr_schedule`: the schedules a pipeline can name, their settings, and the schedule of steps.
 
-The YAML speaks in epochs; `build_schedule` turns them into steps once the number of train
-steps per epoch is known, and the schedule itself only counts steps. It is one Keras
-`LearningRateSchedule` with a plain `get_config`, registered as `dslrun>LearningRate`, so an
-optimizer that uses it can be serialised and rebuilt.
-
-Imports TensorFlow: import this module only inside functions of the public modeler module.
+Shared by every modeler: a modeler lists `schedule_param()` among its parameters, fills its
+section with `fill_schedule` and builds the schedule with `build_schedule`. The YAML speaks
+in epochs; `build_schedule` turns them into steps once the number of train steps per epoch
+is known, and hands them to the Keras schedule (`dsl.modelers._learning_rate`, imported
+there, so that this module stays TensorFlow-free and `dslrun validate` can read the tables).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
-import tensorflow as tf
-
 from dsl.errors import DslError
+from dsl.modelers._typed import REQUIRED, KeyTable, fill_typed, typed_param
 
-KINDS = ("constant", "piecewise", "cosine", "exponential")
+DEFAULT_SCHEDULE = "constant"
+
+SCHEDULES: dict[str, str] = {
+    "constant": "the learning rate throughout",
+    "piecewise": "a factor per epoch range, from boundaries and values",
+    "cosine": "cosine decay from the rate to alpha times the rate",
+    "exponential": "the rate times decay_rate every decay_epochs",
+}
+
+SCHEDULE_KEYS: KeyTable = {
+    "boundaries": (
+        {
+            "description": (
+                "Epochs after which the factor moves to the next entry of values, strictly "
+                "increasing, e.g. [91, 136, 182] (piecewise)."
+            ),
+            "type": "array",
+            "items": {"type": "number", "minimum": 0},
+        },
+        {"piecewise": REQUIRED},
+    ),
+    "values": (
+        {
+            "description": (
+                "Factors of optimizer.learning_rate, one more than boundaries: before the first "
+                "boundary, then after each, e.g. [1.0, 0.1, 0.01, 0.001] (piecewise)."
+            ),
+            "type": "array",
+            "items": {"type": "number", "minimum": 0},
+            "minItems": 1,
+        },
+        {"piecewise": REQUIRED},
+    ),
+    "decay_epochs": (
+        {
+            "description": (
+                "cosine: epochs to decay from the rate to alpha times it, after the warmup (null = "
+                "the rest of the run); exponential: epochs per multiplication by decay_rate (required)."
+            ),
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+        },
+        {"cosine": None, "exponential": REQUIRED},
+    ),
+    "alpha": (
+        {"description": "Factor of the learning rate where the cosine ends (cosine).", "type": "number",
+         "minimum": 0.0, "maximum": 1.0},
+        {"cosine": 0.0},
+    ),
+    "decay_rate": (
+        {"description": "Factor applied to the rate every decay_epochs (exponential).", "type": "number",
+         "exclusiveMinimum": 0.0},
+        {"exponential": 0.1},
+    ),
+    "staircase": (
+        {"description": "Decay in whole steps every decay_epochs instead of smoothly (exponential).",
+         "type": "boolean"},
+        {"exponential": False},
+    ),
+    "warmup_epochs": (
+        {
+            "description": (
+                "Epochs (may be fractional) over which the rate rises linearly from warmup_start_factor "
+                "times the rate to the rate; piecewise boundaries still count from the start of training, "
+                "cosine and exponential decay begins when the warmup ends."
+            ),
+            "type": "number",
+            "minimum": 0,
+        },
+        dict.fromkeys(SCHEDULES, 0),
+    ),
+    "warmup_start_factor": (
+        {"description": "Factor of the learning rate at the first warmup step.", "type": "number",
+         "minimum": 0.0, "maximum": 1.0},
+        dict.fromkeys(SCHEDULES, 0.0),
+    ),
+}  # fmt: skip
+
+_DESCRIPTION = (
+    "How the learning rate changes with the epoch: a factor of optimizer.learning_rate, with an "
+    "optional linear warmup."
+)
 
 
-@tf.keras.utils.register_keras_serializable(package="dslrun")
-class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """`base_learning_rate` times a factor of the step.
+def schedule_param(default_type: str = DEFAULT_SCHEDULE) -> dict[str, Any]:
+    """The `lr_schedule` parameter of a modeler: its schema, and `default_type` with its defaults."""
+    return typed_param("lr_schedule", _DESCRIPTION, SCHEDULES, default_type, SCHEDULE_KEYS)
 
-    During the first `warmup_steps` the factor rises linearly from `warmup_start_factor` to 1.
-    After that: `constant` keeps 1; `piecewise` uses `values[i]` once `boundaries[i-1]` steps
-    are done (boundaries count from step 0, as Goyal et al. and Lambda do); `cosine` and
-    `exponential` decay from 1, starting when the warmup ends, so the rate is continuous.
-    """
 
-    def __init__(
-        self,
-        base_learning_rate: float,
-        kind: str = "constant",
-        boundaries: list[int] | tuple[int, ...] = (),
-        values: list[float] | tuple[float, ...] = (1.0,),
-        decay_steps: int = 1,
-        alpha: float = 0.0,
-        decay_rate: float = 0.1,
-        staircase: bool = False,
-        warmup_steps: int = 0,
-        warmup_start_factor: float = 0.0,
-    ) -> None:
-        super().__init__()
-        if kind not in KINDS:
-            raise ValueError(f"unknown schedule kind {kind!r}; expected one of {', '.join(KINDS)}")
-        self.base_learning_rate = float(base_learning_rate)
-        self.kind = kind
-        self.boundaries = [int(b) for b in boundaries]
-        self.values = [float(v) for v in values]
-        self.decay_steps = max(int(decay_steps), 1)
-        self.alpha = float(alpha)
-        self.decay_rate = float(decay_rate)
-        self.staircase = bool(staircase)
-        self.warmup_steps = int(warmup_steps)
-        self.warmup_start_factor = float(warmup_start_factor)
-
-    def __call__(self, step: Any) -> Any:
-        step = tf.cast(step, tf.float32)
-        factor = self._decay_factor(step)
-        if self.warmup_steps > 0:
-            progress = step / float(self.warmup_steps)
-            warmup = self.warmup_start_factor + (1.0 - self.warmup_start_factor) * progress
-            factor = tf.where(step < float(self.warmup_steps), warmup, factor)
-        return tf.multiply(self.base_learning_rate, factor, name="learning_rate")
-
-    def _decay_factor(self, step: Any) -> Any:
-        if self.kind == "piecewise":
-            passed = tf.reduce_sum(tf.cast(step >= tf.constant(self.boundaries, tf.float32), tf.int32))
-            return tf.gather(tf.constant(self.values, tf.float32), passed)
-        after_warmup = tf.maximum(step - float(self.warmup_steps), 0.0)
-        if self.kind == "cosine":
-            progress = tf.minimum(after_warmup / float(self.decay_steps), 1.0)
-            cosine = 0.5 * (1.0 + tf.cos(math.pi * progress))
-            return self.alpha + (1.0 - self.alpha) * cosine
-        if self.kind == "exponential":
-            exponent = after_warmup / float(self.decay_steps)
-            if self.staircase:
-                exponent = tf.floor(exponent)
-            return tf.pow(self.decay_rate, exponent)
-        return tf.ones_like(step)
-
-    def get_config(self) -> dict[str, Any]:
-        return {
-            "base_learning_rate": self.base_learning_rate,
-            "kind": self.kind,
-            "boundaries": list(self.boundaries),
-            "values": list(self.values),
-            "decay_steps": self.decay_steps,
-            "alpha": self.alpha,
-            "decay_rate": self.decay_rate,
-            "staircase": self.staircase,
-            "warmup_steps": self.warmup_steps,
-            "warmup_start_factor": self.warmup_start_factor,
-        }
+def fill_schedule(config: dict[str, Any] | None, default_type: str = DEFAULT_SCHEDULE) -> dict[str, Any]:
+    """`modeler.lr_schedule` with its type's defaults filled (a modeler built without the language)."""
+    return fill_typed("lr_schedule", config, SCHEDULES, default_type, SCHEDULE_KEYS)
 
 
 def build_schedule(
     config: dict[str, Any], base_learning_rate: float, steps_per_epoch: int | None, total_steps: int | None
-) -> LearningRate:
+) -> Any:
     """The `modeler.lr_schedule` section (defaults filled) as a schedule of optimizer steps.
 
     `total_steps` is the length of the whole run; a cosine schedule without `decay_epochs`
@@ -126,6 +137,8 @@ def build_schedule(
         settings["decay_steps"] = max(to_steps(config["decay_epochs"], "decay_epochs"), 1)
         settings["decay_rate"] = config.get("decay_rate", 0.1)
         settings["staircase"] = config.get("staircase", False)
+    from dsl.modelers._learning_rate import LearningRate
+
     return LearningRate(base_learning_rate, kind, **settings)
 
 

@@ -2,12 +2,11 @@
 
 The modeler is what TF Model Garden calls a Task: the network says what the model is, the
 modeler says what it learns and how. The loop calls exactly the methods of
-`dsl.interfaces.Modeler`; TensorFlow is imported inside them (and by the private helpers
-`_optimizers` and `_schedules`), never when the module is imported.
+`dsl.interfaces.Modeler`; TensorFlow is imported inside them, never when the module is imported.
 
-`optimizer` and `lr_schedule` are objects whose `type` decides which other keys they take:
-the schema rejects a key that means nothing for the chosen type (`momentum` on adam,
-`boundaries` on cosine), and each type has its own defaults.
+This module is the task only: its loss, metrics and predictions. The `optimizer` and
+`lr_schedule` settings every modeler shares (tables, schema, defaults, building) live in
+`dsl.modelers._optimizers` and `dsl.modelers._schedules`.
 """
 
 from __future__ import annotations
@@ -17,240 +16,9 @@ import re
 from typing import Any
 
 from dsl.errors import DslError
+from dsl.modelers._optimizers import fill_optimizer, optimizer_param
+from dsl.modelers._schedules import fill_schedule, schedule_param
 from dsl.registry import register
-
-REQUIRED = "<required>"  # in a defaults table: the key must be given for that type
-
-# key -> (its schema, {each type that takes the key: the default for that type}).
-KeyTable = dict[str, tuple[dict[str, Any], dict[str, Any]]]
-
-OPTIMIZERS: dict[str, str] = {
-    "sgd": "plain gradient descent",
-    "momentum": "gradient descent with momentum",
-    "nesterov": "gradient descent with Nesterov momentum",
-    "adam": "Adam",
-    "adamw": "Adam with decoupled weight decay",
-    "rmsprop": "RMSprop",
-}
-
-_UNIT = {"type": "number", "minimum": 0.0, "exclusiveMaximum": 1.0}
-_SGD_LIKE, _ADAM_LIKE = ("sgd", "momentum", "nesterov"), ("adam", "adamw")
-
-OPTIMIZER_KEYS: KeyTable = {
-    "learning_rate": (
-        {
-            "description": (
-                "Base learning rate, before the schedule's factor and the backend's scaling "
-                "(default 0.1 for sgd, momentum and nesterov; 0.001 for adam, adamw and rmsprop)."
-            ),
-            "type": "number",
-            "exclusiveMinimum": 0.0,
-        },
-        {**dict.fromkeys(_SGD_LIKE, 0.1), **dict.fromkeys((*_ADAM_LIKE, "rmsprop"), 0.001)},
-    ),
-    "momentum": (
-        {"description": "Momentum of the update (default 0.9; rmsprop: 0.0).", **_UNIT},
-        {"momentum": 0.9, "nesterov": 0.9, "rmsprop": 0.0},
-    ),
-    "beta_1": (
-        {"description": "Decay rate of the running mean of gradients (adam, adamw).", **_UNIT},
-        dict.fromkeys(_ADAM_LIKE, 0.9),
-    ),
-    "beta_2": (
-        {"description": "Decay rate of the running mean of squared gradients (adam, adamw).", **_UNIT},
-        dict.fromkeys(_ADAM_LIKE, 0.999),
-    ),
-    "epsilon": (
-        {
-            "description": "Small constant added to the denominator for stability (adam, adamw, rmsprop).",
-            "type": "number",
-            "exclusiveMinimum": 0.0,
-        },
-        dict.fromkeys((*_ADAM_LIKE, "rmsprop"), 1e-7),
-    ),
-    "rho": (
-        {"description": "Decay rate of the running mean of squared gradients (rmsprop).", **_UNIT},
-        {"rmsprop": 0.9},
-    ),
-    "weight_decay": (
-        {
-            "description": (
-                "AdamW's decoupled weight decay (times the learning rate, each step); it skips the "
-                "variables matched by skip_l2_loss_vars (adamw only)."
-            ),
-            "type": "number",
-            "minimum": 0.0,
-        },
-        {"adamw": 0.004},
-    ),
-    "clipnorm": (
-        {
-            "description": "Clip each variable's gradient to this L2 norm before the update; null = no clipping.",
-            "type": ["number", "null"],
-            "exclusiveMinimum": 0.0,
-        },
-        dict.fromkeys(OPTIMIZERS, None),
-    ),
-}
-
-SCHEDULES: dict[str, str] = {
-    "constant": "the learning rate throughout",
-    "piecewise": "a factor per epoch range, from boundaries and values",
-    "cosine": "cosine decay from the rate to alpha times the rate",
-    "exponential": "the rate times decay_rate every decay_epochs",
-}
-
-SCHEDULE_KEYS: KeyTable = {
-    "boundaries": (
-        {
-            "description": (
-                "Epochs after which the factor moves to the next entry of values, strictly "
-                "increasing, e.g. [91, 136, 182] (piecewise)."
-            ),
-            "type": "array",
-            "items": {"type": "number", "minimum": 0},
-        },
-        {"piecewise": REQUIRED},
-    ),
-    "values": (
-        {
-            "description": (
-                "Factors of optimizer.learning_rate, one more than boundaries: before the first "
-                "boundary, then after each, e.g. [1.0, 0.1, 0.01, 0.001] (piecewise)."
-            ),
-            "type": "array",
-            "items": {"type": "number", "minimum": 0},
-            "minItems": 1,
-        },
-        {"piecewise": REQUIRED},
-    ),
-    "decay_epochs": (
-        {
-            "description": (
-                "cosine: epochs to decay from the rate to alpha times it, after the warmup (null = "
-                "the rest of the run); exponential: epochs per multiplication by decay_rate (required)."
-            ),
-            "type": ["number", "null"],
-            "exclusiveMinimum": 0,
-        },
-        {"cosine": None, "exponential": REQUIRED},
-    ),
-    "alpha": (
-        {"description": "Factor of the learning rate where the cosine ends (cosine).", "type": "number",
-         "minimum": 0.0, "maximum": 1.0},
-        {"cosine": 0.0},
-    ),
-    "decay_rate": (
-        {"description": "Factor applied to the rate every decay_epochs (exponential).", "type": "number",
-         "exclusiveMinimum": 0.0},
-        {"exponential": 0.1},
-    ),
-    "staircase": (
-        {"description": "Decay in whole steps every decay_epochs instead of smoothly (exponential).",
-         "type": "boolean"},
-        {"exponential": False},
-    ),
-    "warmup_epochs": (
-        {
-            "description": (
-                "Epochs (may be fractional) over which the rate rises linearly from warmup_start_factor "
-                "times the rate to the rate; piecewise boundaries still count from the start of training, "
-                "cosine and exponential decay begins when the warmup ends."
-            ),
-            "type": "number",
-            "minimum": 0,
-        },
-        dict.fromkeys(SCHEDULES, 0),
-    ),
-    "warmup_start_factor": (
-        {"description": "Factor of the learning rate at the first warmup step.", "type": "number",
-         "minimum": 0.0, "maximum": 1.0},
-        dict.fromkeys(SCHEDULES, 0.0),
-    ),
-}  # fmt: skip
-
-
-def _typed_object_schema(
-    description: str, types: dict[str, str], default_type: str, keys: KeyTable
-) -> dict[str, Any]:
-    """JSON Schema of an object whose `type` decides its other keys (one if/then per type).
-
-    The shared `properties` list every key (for editors and the catalogue) with a default
-    only where it is the same for every type; each type's `then` lists the keys it takes
-    with that type's defaults and rejects the others as unknown keys.
-    """
-    type_schema = {
-        "description": "Which one: " + "; ".join(f"{name} = {text}" for name, text in types.items()) + ".",
-        "type": "string",
-        "enum": list(types),
-        "default": default_type,
-    }
-    properties: dict[str, Any] = {"type": type_schema}
-    for key, (schema, defaults) in keys.items():
-        properties[key] = dict(schema)
-        if set(defaults) == set(types) and len({repr(value) for value in defaults.values()}) == 1:
-            properties[key]["default"] = copy.deepcopy(next(iter(defaults.values())))
-    branches = []
-    for name, text in types.items():
-        condition: dict[str, Any] = {"properties": {"type": {"const": name}}}
-        if name != default_type:
-            condition["required"] = ["type"]  # no `type` means the default type
-        branches.append({"if": condition, "then": _type_branch(name, text, keys)})
-    return {
-        "type": "object",
-        "description": description,
-        "properties": properties,
-        "additionalProperties": False,
-        "allOf": branches,
-    }
-
-
-def _type_branch(name: str, text: str, keys: KeyTable) -> dict[str, Any]:
-    """The keys type `name` takes, with its defaults (or required), and no other key."""
-    properties: dict[str, Any] = {"type": {"description": f"{name}: {text}.", "const": name}}
-    required = []
-    for key, (schema, defaults) in keys.items():
-        if name not in defaults:
-            continue
-        properties[key] = dict(schema)
-        if defaults[name] == REQUIRED:
-            required.append(key)
-            if isinstance(schema.get("type"), list):  # a required key is never null
-                properties[key]["type"] = [t for t in schema["type"] if t != "null"]
-        else:
-            properties[key]["default"] = copy.deepcopy(defaults[name])
-    branch: dict[str, Any] = {"properties": properties, "additionalProperties": False}
-    if required:
-        branch["required"] = required
-    return branch
-
-
-def fill_typed(
-    section: str, config: dict[str, Any] | None, types: dict[str, str], default_type: str, keys: KeyTable
-) -> dict[str, Any]:
-    """`modeler.<section>` with its type's defaults filled.
-
-    The language has already validated and filled it; this repeats the rules so that the
-    modeler built directly (tests, notebooks) is held to them too.
-    """
-    config = dict(config or {})
-    kind = config.get("type", default_type)
-    if kind not in types:
-        raise DslError(f"modeler.{section}.type: unknown {section} {kind!r}; use one of {', '.join(types)}")
-    takes = [key for key, (_, defaults) in keys.items() if kind in defaults]
-    for key in config:
-        if key != "type" and key not in takes:
-            raise DslError(
-                f"modeler.{section}.{key}: not a setting of the {kind} {section}; it takes: {', '.join(takes)}"
-            )
-    filled: dict[str, Any] = {"type": kind}
-    for key in takes:
-        default = keys[key][1][kind]
-        if key not in config and default == REQUIRED:
-            raise DslError(f"modeler.{section}.{key}: required by the {kind} {section}; add it")
-        filled[key] = config[key] if key in config else copy.deepcopy(default)
-    return filled
-
 
 PARAMS: dict[str, dict[str, Any]] = {
     "label_smoothing": {
@@ -287,20 +55,8 @@ PARAMS: dict[str, dict[str, Any]] = {
         "uniqueItems": True,
         "default": [],
     },
-    "optimizer": {
-        **_typed_object_schema("The optimizer and its settings.", OPTIMIZERS, "momentum", OPTIMIZER_KEYS),
-        "default": fill_typed("optimizer", {}, OPTIMIZERS, "momentum", OPTIMIZER_KEYS),
-    },
-    "lr_schedule": {
-        **_typed_object_schema(
-            "How the learning rate changes with the epoch: a factor of optimizer.learning_rate, with an "
-            "optional linear warmup.",
-            SCHEDULES,
-            "constant",
-            SCHEDULE_KEYS,
-        ),
-        "default": fill_typed("lr_schedule", {}, SCHEDULES, "constant", SCHEDULE_KEYS),
-    },
+    "optimizer": optimizer_param(),
+    "lr_schedule": schedule_param(),
 }
 
 
@@ -339,8 +95,8 @@ class ImageClassificationModeler:
     def __init__(self, params: dict[str, Any], context: Any) -> None:
         p = {name: copy.deepcopy(spec["default"]) for name, spec in PARAMS.items()}
         p.update({key: value for key, value in params.items() if key != "type"})
-        p["optimizer"] = fill_typed("optimizer", p["optimizer"], OPTIMIZERS, "momentum", OPTIMIZER_KEYS)
-        p["lr_schedule"] = fill_typed("lr_schedule", p["lr_schedule"], SCHEDULES, "constant", SCHEDULE_KEYS)
+        p["optimizer"] = fill_optimizer(p["optimizer"])
+        p["lr_schedule"] = fill_schedule(p["lr_schedule"])
         self.params = p
         self.context = context
         self._skip_patterns = _compile_patterns(p["skip_l2_loss_vars"])
