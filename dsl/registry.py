@@ -111,7 +111,8 @@ def register(
     """Register `builder(params, context)` as the component `type` of `kind`.
 
     `params` maps each parameter to its JSON Schema (with `description` and, when it is
-    optional, `default`). `unique` callbacks may appear once per pipeline (a second
+    optional, `default`); the parameters every component of the kind takes (`kind_params`,
+    e.g. a callback's `priority`) are added after them. `unique` callbacks may appear once per pipeline (a second
     `checkpoint` would fight the first over the same files). `outputs(params)` names the
     phase outputs the component adds (`{"train": [...], "val": [...]}`); `reads` names the
     outputs it always reads (`"val/accuracy"`), so that `dslrun validate` can tell a
@@ -121,6 +122,13 @@ def register(
     """
     if kind not in KINDS:
         raise RegistryError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
+    shared = kind_params(kind)
+    clashes = [name for name in shared if name in params]
+    if clashes:
+        raise RegistryError(
+            f"{kind} type {type!r} declares {', '.join(clashes)}, which the registry adds to every {kind}; "
+            "remove it from params"
+        )
 
     def decorator(builder: Callable[..., Any]) -> Callable[..., Any]:
         if type in _REGISTRY[kind]:
@@ -130,7 +138,7 @@ def register(
             kind=kind,
             type=type,
             description=description,
-            params=params,
+            params={**params, **shared},
             builder=builder,
             required=tuple(required),
             module=builder.__module__,
@@ -143,6 +151,19 @@ def register(
         return builder
 
     return decorator
+
+
+def kind_params(kind: str) -> dict[str, dict[str, Any]]:
+    """The parameters the registry adds to every component of `kind`: a callback's `priority`.
+
+    Declared once here rather than in each component's params, so that no callback (a
+    plugin's included) can forget it or describe it differently.
+    """
+    if kind == "callback":
+        from dsl.callbacks.base import PRIORITY_PARAM
+
+        return {"priority": PRIORITY_PARAM}
+    return {}
 
 
 def load_all() -> None:

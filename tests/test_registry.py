@@ -45,3 +45,19 @@ def test_duplicate_registration_raises() -> None:
 def test_every_inputter_lists_its_examples_for_validate_data() -> None:
     missing = [c.type for c in components("inputter") if c.examples is None]
     assert not missing, f"inputter types without `examples` (validate --data cannot check them): {missing}"
+
+
+def test_every_callback_takes_a_priority_added_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsl import registry
+    from dsl.callbacks.base import PRIORITY_PARAM
+
+    assert all(c.params["priority"] is PRIORITY_PARAM and list(c.params)[-1] == "priority" for c in components("callback"))
+    monkeypatch.setitem(registry._REGISTRY, "callback", dict(registry._REGISTRY["callback"]))
+    register("callback", "test_quiet", params={"n": {"type": "integer", "default": 1}}, description="t")(lambda p, c: None)
+    assert list(lookup("callback", "test_quiet").params) == ["n", "priority"]
+    assert "priority" not in lookup("network", "mlp").params
+
+
+def test_a_callback_declaring_priority_itself_is_refused() -> None:
+    with pytest.raises(RegistryError, match="declares priority, which the registry adds to every callback"):
+        register("callback", "test_loud", params={"priority": {"type": "integer"}}, description="t")

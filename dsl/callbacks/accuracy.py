@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dsl.callbacks._common import every_n_iters_param
 from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
-from dsl.callbacks.base import PRIORITY_PARAM
 from dsl.registry import register
 
 
@@ -13,7 +12,6 @@ from dsl.registry import register
     "train_accuracy",
     params={
         "every_n_iters": every_n_iters_param(50, "Print the train accuracy so far in the epoch"),
-        "priority": PRIORITY_PARAM,
     },
     description="Print the train accuracy (running over the epoch) every few steps and at the end of each epoch.",
     reads=("train/accuracy",),
@@ -25,7 +23,7 @@ class TrainAccuracy(TrainValueReporter):
 @register(
     "callback",
     "eval_accuracy",
-    params={"priority": PRIORITY_PARAM},
+    params={},
     description="Print the validation accuracy at the end of each validation phase.",
     reads=("val/accuracy",),
 )

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from dsl.callbacks._common import format_value, format_values, phase_position, save_checkpoint
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 
@@ -21,7 +21,7 @@ def _count(variables: list[Any]) -> int:
 @register(
     "callback",
     "train_basic",
-    params={"priority": PRIORITY_PARAM},
+    params={},
     description=(
         "Print the run's header (pipeline, parameters, steps per epoch, world size) and save the final checkpoint."
     ),
@@ -55,7 +55,7 @@ class TrainBasic(Callback):
 @register(
     "callback",
     "eval_basic",
-    params={"priority": PRIORITY_PARAM},
+    params={},
     description=(
         "Print one line with every validation output after each validation phase, and the best accuracy so far."
     ),

@@ -14,7 +14,7 @@ from typing import Any
 
 from dsl.callbacks._common import Cadence, format_value, save_checkpoint
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 
@@ -55,7 +55,6 @@ from dsl.registry import register
             "type": "boolean",
             "default": True,
         },
-        "priority": PRIORITY_PARAM,
     },
     description="Save the training state periodically (and the best model so far) in the run directory.",
     unique=True,

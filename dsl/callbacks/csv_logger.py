@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 _FIRST_COLUMNS = ["mode", "epoch", "step"]
@@ -30,7 +30,6 @@ _FIRST_COLUMNS = ["mode", "epoch", "step"]
             "minLength": 1,
             "default": "history.csv",
         },
-        "priority": PRIORITY_PARAM,
     },
     description=(
         "Append one CSV row per train or val phase (mode, epoch, step and every output) to a file in the run directory."

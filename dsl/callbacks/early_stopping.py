@@ -10,7 +10,7 @@ from typing import Any
 
 from dsl.callbacks._common import format_value
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 
@@ -40,7 +40,6 @@ from dsl.registry import register
             "type": ["number", "null"],
             "default": None,
         },
-        "priority": PRIORITY_PARAM,
     },
     description="Stop training when a monitored output (e.g. val/loss) has not improved for `patience` phases.",
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.errors import DslError
 from dsl.registry import register
 
@@ -56,7 +56,6 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
             "anyOf": [{**_PATTERNS, "minItems": 1}, {"type": "null"}],
             "default": None,
         },
-        "priority": PRIORITY_PARAM,
     },
     required=("path",),
     description=(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dsl.callbacks._common import every_n_iters_param
 from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
-from dsl.callbacks.base import PRIORITY_PARAM
 from dsl.registry import register
 
 
@@ -13,7 +12,6 @@ from dsl.registry import register
     "train_loss",
     params={
         "every_n_iters": every_n_iters_param(50, "Print the mean train loss of the last steps"),
-        "priority": PRIORITY_PARAM,
     },
     description="Print the train loss (mean since the last line) every few steps and the epoch's mean loss.",
     reads=("train/loss",),
@@ -28,7 +26,7 @@ class TrainLoss(TrainValueReporter):
 @register(
     "callback",
     "eval_loss",
-    params={"priority": PRIORITY_PARAM},
+    params={},
     description="Print the mean validation loss at the end of each validation phase.",
     reads=("val/loss",),
 )

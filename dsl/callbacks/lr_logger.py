@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.callbacks.summary import write_scalars
 from dsl.registry import register
 
@@ -31,7 +31,6 @@ def current_learning_rate(runner: Any) -> float:
             "type": "boolean",
             "default": True,
         },
-        "priority": PRIORITY_PARAM,
     },
     description="Record the learning rate every few steps in the metrics file and TensorBoard (train/learning_rate).",
     unique=True,

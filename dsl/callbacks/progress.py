@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from dsl.callbacks._common import format_value, train_epoch
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 _WIDTH = 24
@@ -36,7 +36,6 @@ def _duration(seconds: float) -> str:
             "minimum": 0,
             "default": None,
         },
-        "priority": PRIORITY_PARAM,
     },
     description="Show a progress bar on stderr: phase, step/total, ETA and the live loss and accuracy.",
     unique=True,

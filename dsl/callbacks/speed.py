@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param, iter_position, phase_position
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 _WARMUP = {
@@ -84,7 +84,6 @@ class _Speed(Callback):
     params={
         "every_n_iters": every_n_iters_param(50, "Print the throughput of the last steps"),
         "warmup_iters": _WARMUP,
-        "priority": PRIORITY_PARAM,
     },
     description="Print train throughput (images/s over all ranks, ms/step) every few steps and per epoch.",
 )
@@ -100,7 +99,6 @@ class TrainSpeed(_Speed):
             None, "Print the validation throughput of the last steps", "validation steps"
         ),
         "warmup_iters": _WARMUP,
-        "priority": PRIORITY_PARAM,
     },
     description="Print validation throughput (images/s over all ranks, ms/step) at the end of each validation phase.",
 )

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from dsl.callbacks._common import save_checkpoint
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.errors import DslError
 from dsl.registry import register
 
@@ -30,7 +30,6 @@ from dsl.registry import register
             "minimum": 0,
             "default": None,
         },
-        "priority": PRIORITY_PARAM,
     },
     description="Save a checkpoint and stop training when this run has used its wall-clock budget.",
     anyOf=[

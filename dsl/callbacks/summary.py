@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 
@@ -34,7 +34,6 @@ def write_scalars(runner: Any, mode: str, prefix: str, values: dict[str, float])
             "type": "boolean",
             "default": True,
         },
-        "priority": PRIORITY_PARAM,
     },
     description=(
         "Write train outputs and the learning rate to TensorBoard every few steps and per epoch, "
@@ -77,7 +76,7 @@ class TrainSummary(Callback):
 @register(
     "callback",
     "eval_summary",
-    params={"priority": PRIORITY_PARAM},
+    params={},
     description="Write the validation outputs of each validation phase to TensorBoard.",
     unique=True,
 )

@@ -10,14 +10,14 @@ import math
 from typing import Any
 
 from dsl.callbacks._common import output
-from dsl.callbacks.base import PRIORITY_PARAM, Callback
+from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 
 @register(
     "callback",
     "terminate_on_nan",
-    params={"priority": PRIORITY_PARAM},
+    params={},
     description="Fail the run at the first train step whose loss is NaN or infinite, without checkpointing it.",
     unique=True,
     reads=("train/loss",),
