@@ -1,1 +1,1 @@
-"""Backends place variables and communicate; they all share dsl.engine.loop."""
+"""Backends place variables and communicate; they all drive the one loop of dsl.engine.runner."""

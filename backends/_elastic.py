@@ -18,7 +18,7 @@ Imports Horovod and TensorFlow: import it only from HorovodBackend.run_training.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +26,11 @@ from horovod.common.elastic import ObjectState
 from horovod.common.exceptions import HorovodInternalError
 
 from dsl.callbacks.base import Callback
+from dsl.engine.contracts import ElasticRunner, RunnerView
 from dsl.errors import DslError
+
+if TYPE_CHECKING:
+    from backends.horovod import HorovodBackend
 
 
 class TrainingState(ObjectState):
@@ -38,7 +42,7 @@ class TrainingState(ObjectState):
     position travels as ObjectState attributes (step, epoch, epoch_examples).
     """
 
-    def __init__(self, runner: Any, hvd: Any) -> None:
+    def __init__(self, runner: ElasticRunner, hvd: Any) -> None:
         self._runner = runner
         self._hvd = hvd
         self._variables = runner.state_variables()
@@ -64,7 +68,7 @@ class TrainingState(ObjectState):
         self._values = self._copy()
         super().sync()
 
-    def _copy(self) -> list[np.ndarray]:
+    def _copy(self) -> list[np.ndarray[Any, Any]]:
         return [np.array(variable.numpy(), copy=True) for variable in self._variables]
 
 
@@ -82,7 +86,7 @@ class Commit(Callback):
     def restart(self, step: int) -> None:
         self.next_step = (step // self.every + 1) * self.every
 
-    def after_train_iter(self, runner: Any) -> None:
+    def after_train_iter(self, runner: RunnerView) -> None:
         if runner.step >= self.next_step:
             self.state.capture()
             self.state.commit()  # raises HostsUpdatedInterrupt when hosts were added or removed
@@ -97,10 +101,11 @@ class _NotHorovod(Exception):
         self.error = error
 
 
-def run_elastic(backend: Any, runner: Any, train: Callable[[], None]) -> None:
+def run_elastic(backend: HorovodBackend, runner: ElasticRunner, train: Callable[[], None]) -> None:
     """Run `train` under hvd.elastic.run until it finishes with the ranks there are then."""
     hvd = backend.hvd
     settings = backend.elastic
+    assert settings is not None, "run_elastic is called for an elastic job only"
     state = TrainingState(runner, hvd)
     commit = Commit(state, int(settings["commit_every_n_steps"]))
     runner.add_callback(commit)
@@ -130,7 +135,7 @@ def run_elastic(backend: Any, runner: Any, train: Callable[[], None]) -> None:
         raise wrapped.error from None
 
 
-def _check_world(runner: Any, settings: dict[str, Any], resets: int) -> None:
+def _check_world(runner: ElasticRunner, settings: dict[str, Any], resets: int) -> None:
     """Say how many ranks train now; stop (saving the committed state) outside the set range."""
     size = runner.placement.world_size
     low, high = settings["min_workers"], settings["max_workers"]

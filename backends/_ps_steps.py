@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
+
+from dsl.engine.contracts import StepParts
+
+if TYPE_CHECKING:
+    from backends.ps import ParameterServerBackend
 
 
 class DeferredData:
@@ -33,7 +38,7 @@ class DeferredData:
         return self._made[kind]
 
 
-def replica_step(runner: Any, strategy: tf.distribute.Strategy) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+def replica_step(runner: StepParts, strategy: tf.distribute.Strategy) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """One optimizer update on one replica; returns that replica's (unscaled) loss.
 
     The gradient is taken of loss / replicas because the optimizer sums the replicas'
@@ -61,7 +66,7 @@ def replica_step(runner: Any, strategy: tf.distribute.Strategy) -> Callable[[tf.
     return step
 
 
-def _outputs(runner: Any, mean_loss: Any) -> dict[str, Any]:
+def _outputs(runner: StepParts, mean_loss: Any) -> dict[str, Any]:
     outputs = {"loss": mean_loss}
     outputs.update({name: metric.result() for name, metric in runner.metrics["train"].items() if name != "loss"})
     outputs["learning_rate"] = tf.cast(runner.optimizer.learning_rate, tf.float32)
@@ -71,7 +76,7 @@ def _outputs(runner: Any, mean_loss: Any) -> dict[str, Any]:
 class CentralStorageTrainCall:
     """`train_call(data, num_steps)` for CentralStorageStrategy: k steps in one graph call."""
 
-    def __init__(self, runner: Any, strategy: tf.distribute.Strategy, traces: Counter) -> None:
+    def __init__(self, runner: StepParts, strategy: tf.distribute.Strategy, traces: Counter[str]) -> None:
         self.strategy = strategy
         step = replica_step(runner, strategy)
 
@@ -107,7 +112,7 @@ class ClusterTrainCall:
     waits for them, and the metrics are read from the ps tasks.
     """
 
-    def __init__(self, runner: Any, backend: Any, traces: Counter) -> None:
+    def __init__(self, runner: StepParts, backend: ParameterServerBackend, traces: Counter[str]) -> None:
         self.backend = backend
         self.coordinator = backend.coordinator
         strategy = backend.strategy

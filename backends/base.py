@@ -1,10 +1,9 @@
-"""What a backend supplies to the shared loop: placement and communication, nothing else.
+"""The defaults every backend starts from: those of a single process.
 
-The loop (dsl.engine.loop) never branches on a backend's name. It asks the backend where
-this process sits (`placement`), how to split data (`num_shards`, `shard_index`), how to
-reduce gradients (`wrap_tape`), how to make every rank start from the same weights
-(`broadcast`), and how to agree on metrics (`reduce_metrics`). The defaults here are
-those of a single process.
+A backend honours `dsl.engine.contracts.Backend` (placement and communication, nothing
+else); the shared loop (dsl.engine.runner) never branches on its name. Backends depend on
+the engine's contracts and step functions, never the other way round: the engine meets
+them only at its composition root, dsl.engine.launch.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsl.context import Placement
+from dsl.engine.contracts import ElasticRunner, Evaluator, StepCall, StepParts
 
 
 class Backend:
@@ -36,24 +36,24 @@ class Backend:
     def shard_index(self) -> int:
         return self.placement.rank
 
-    def scope(self) -> contextlib.AbstractContextManager:
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
         """Context in which model, optimizer and metric variables are created (a
         tf.distribute strategy's scope places them on parameter servers, for example)."""
         return contextlib.nullcontext()
 
-    def make_train_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
+    def make_train_call(self, parts: StepParts) -> StepCall:
         """The compiled `train_call(iterator, num_steps)`; see dsl.engine.steps."""
         from dsl.engine.steps import make_train_call
 
         average = self.average_across_replicas if self.placement.world_size > 1 else None
-        return make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
-                               self.wrap_tape, runner.jit_compile, runner.traces, average)
+        return make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
+                               self.wrap_tape, parts.jit_compile, parts.traces, average)
 
-    def make_eval_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
+    def make_eval_call(self, parts: StepParts) -> StepCall:
         """The compiled `eval_call(iterator, num_steps)`; see dsl.engine.steps."""
         from dsl.engine.steps import make_eval_call
 
-        return make_eval_call(runner.model, runner.modeler, runner.metrics["val"], runner.traces)
+        return make_eval_call(parts.model, parts.modeler, parts.metrics["val"], parts.traces)
 
     def make_iterator(self, dataset_fn: Callable[[], Any]) -> Any:
         """An iterator over the dataset `dataset_fn()` builds for this process."""
@@ -103,16 +103,14 @@ class Backend:
     def barrier(self) -> None:
         """Wait for every replica; nothing to wait for here."""
 
-    def run_training(self, runner: Any, train: Callable[[], None]) -> None:
+    def run_training(self, runner: ElasticRunner, train: Callable[[], None]) -> None:
         """Run `train` (the runner's workflow from its current position) once.
 
         An elastic backend runs it again after ranks leave or join; see backends.horovod.
         """
-        if self.runner_params.get("elastic") is not None:
-            runner.notice(f"runner.elastic has no effect on the {self.name} backend: the ranks are fixed")
         train()
 
-    def run_task(self, runner: Any) -> int | None:
+    def run_task(self, runner: Evaluator) -> int | None:
         """The work of a task that does not train (a PS cluster's evaluator), returning its
         exit status; None, the default, lets the runner train."""
         return None

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from backends.base import Backend
 from dsl.context import Placement
+from dsl.engine.contracts import ElasticRunner
 from dsl.errors import DslError
 
 # runner.horovod key -> (Horovod environment variable, conversion)
-_KNOBS = {
+_KNOBS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", lambda mb: str(int(mb * 1024 * 1024))),
     "cycle_time_ms": ("HOROVOD_CYCLE_TIME", lambda ms: str(ms)),
     "timeline": ("HOROVOD_TIMELINE", str),
@@ -100,7 +102,7 @@ class HorovodBackend(Backend):
         self.placement.world_size = self.hvd.size()
         self.placement.local_rank = self.hvd.local_rank()
 
-    def run_training(self, runner: Any, train: Any) -> None:
+    def run_training(self, runner: ElasticRunner, train: Callable[[], None]) -> None:
         if self.elastic is None:
             if self.runner_params.get("elastic") is not None:
                 runner.notice("runner.elastic is set, but horovodrun was started without --host-discovery-script: "

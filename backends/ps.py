@@ -40,6 +40,7 @@ from typing import Any
 
 from backends.base import Backend
 from dsl.context import Placement
+from dsl.engine.contracts import Evaluator, StepCall, StepParts
 from dsl.errors import DslError
 
 ROLES = ("chief", "worker", "ps", "evaluator")
@@ -162,7 +163,7 @@ class ParameterServerBackend(Backend):
     def drives_cluster(self) -> bool:
         return self.strategy is not None
 
-    def scope(self) -> contextlib.AbstractContextManager:
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
         return self.strategy.scope() if self.drives_cluster else contextlib.nullcontext()
 
     def lr_scale(self) -> float:
@@ -179,22 +180,17 @@ class ParameterServerBackend(Backend):
 
         return DeferredData(dataset_fn)
 
-    def make_train_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
+    def make_train_call(self, runner: StepParts) -> StepCall:
         if not self.drives_cluster:
             return super().make_train_call(runner)
         from backends._ps_steps import CentralStorageTrainCall, ClusterTrainCall
 
         if self.mode == "central_storage":
             return CentralStorageTrainCall(runner, self.strategy, runner.traces)
-        if runner.pipeline["inputter"].get("cache"):
-            raise DslError(
-                "inputter.cache: true is not supported by runner.ps.mode: cluster (each worker builds its "
-                "own data in a graph, where the up-front cache pass cannot run); set inputter.cache: false"
-            )
         self._report_placement(runner)
         return _ExplainedFailures(ClusterTrainCall(runner, self, runner.traces), runner)
 
-    def make_eval_call(self, runner: Any) -> Callable[[Any, Any], dict[str, Any]]:
+    def make_eval_call(self, runner: StepParts) -> StepCall:
         call = super().make_eval_call(runner)
         if not self.drives_cluster:
             return call
@@ -216,13 +212,11 @@ class ParameterServerBackend(Backend):
     def trains(self) -> bool:
         return self.role != "evaluator"
 
-    def run_task(self, runner: Any) -> int | None:
+    def run_task(self, runner: Evaluator) -> int | None:
         """The evaluator task evaluates the chief's checkpoints instead of training."""
         if self.role != "evaluator":
             return None
-        from dsl.engine.watch import watch
-
-        return watch(runner)
+        return runner.watch()
 
     def describe(self) -> str:
         if self.mode == "central_storage":
@@ -238,20 +232,20 @@ class ParameterServerBackend(Backend):
         finally:
             self._sharding = previous
 
-    def _report_placement(self, runner: Any) -> None:
+    def _report_placement(self, runner: StepParts) -> None:
         """Say where the model's variables live (a test reads this line)."""
         devices: dict[str, int] = {}
         for variable in runner.model.variables:
             for part in getattr(variable, "variables", None) or [variable]:
                 devices[part.device] = devices.get(part.device, 0) + 1
         where = ", ".join(f"{count} on {device}" for device, count in sorted(devices.items()))
-        runner.notice(f"{self.describe()}: model variables {where}")
+        _notice(f"{self.describe()}: model variables {where}")
 
 
 class _ExplainedFailures:
     """The cluster train call, with a lost ps task reported as one clear line."""
 
-    def __init__(self, call: Any, runner: Any) -> None:
+    def __init__(self, call: Any, runner: StepParts) -> None:
         self._call = call
         self._runner = runner
 
@@ -259,7 +253,8 @@ class _ExplainedFailures:
         import tensorflow as tf
 
         try:
-            return self._call(data, num_steps)
+            outputs: dict[str, Any] = self._call(data, num_steps)
+            return outputs
         except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as exc:
             message = (exc.message or str(exc)).strip().splitlines()[0]
             raise DslError(

@@ -138,7 +138,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
             dsl.engine.steps.replica_local_variables = lambda model: []
 
         runner = build_runner(load_pipeline(path), resume=False)
-        runner.callbacks.append(Timer())
+        runner.add_callback(Timer())
         runner.run()
         report(args, clock, runner.placement.world_size, runner.placement.rank,
                {"retraces": dict(runner.traces)})
@@ -170,7 +170,7 @@ def run_replica_state(args: argparse.Namespace) -> None:
         averaging = runner._train_call
         plain = make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
                                 runner.backend.wrap_tape, runner.jit_compile, runner.traces, None)
-        iterator = runner.backend.make_iterator(runner._train_dataset_fn(0, 0))
+        iterator = runner.backend.make_iterator(runner.data.train(0, 0))
         steps = tf.constant(args.calls_of, tf.int32)
         times: dict[str, list[float]] = {"averaging": [], "plain": []}
         calls = {"averaging": averaging, "plain": plain}

@@ -1,6 +1,6 @@
 """Rules a JSON Schema cannot say: they relate values in different places of the pipeline.
 
-Each check reads the resolved tree (schema-valid, defaults filled) and returns located
+Each check reads the resolved pipeline (schema-valid, defaults filled) and returns located
 diagnostics, so `dslrun validate` catches at once what would otherwise fail minutes into a
 run (a val phase without val data) or silently do the wrong thing (two checkpoint
 callbacks writing the same files).
@@ -20,11 +20,11 @@ from dsl.schedule_length import check_schedule_length
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
 
 
-def run_checks(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """Every semantic problem of a schema-valid, defaults-filled tree."""
+def run_checks(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Every semantic problem of a schema-valid, defaults-filled pipeline."""
     found: list[Diagnostic] = []
     for check in CHECKS:
-        found.extend(check(tree, sources))
+        found.extend(check(pipeline, sources))
     return found
 
 
@@ -36,9 +36,9 @@ def _line(sources: SourceMap, path: JsonPath) -> str:
     return f"{where.file}:{where.line}"
 
 
-def check_training_length(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_training_length(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Exactly one of runner.max_epochs and runner.max_iters."""
-    runner = tree.get("runner", {})
+    runner = pipeline.get("runner", {})
     epochs, iters = runner.get("max_epochs"), runner.get("max_iters")
     if epochs is None and iters is None:
         return [
@@ -60,23 +60,23 @@ def check_training_length(tree: dict[str, Any], sources: SourceMap) -> list[Diag
     return []
 
 
-def check_workflow(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_workflow(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """A workflow must train: without a train phase max_epochs / max_iters is never reached."""
-    workflow = tree.get("runner", {}).get("workflow") or []
+    workflow = pipeline.get("runner", {}).get("workflow") or []
     path = ("runner", "workflow")
     if "train" not in [phase[0] for phase in workflow]:
         return [Diagnostic.at(sources.locate(path), path, "the workflow has no train phase, so training would never end; add [train, 1]")]
     return []
 
 
-def check_data_for_modes(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_data_for_modes(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Every workflow mode needs data: an inputter mode set to null cannot serve a phase."""
-    inputter = tree.get("inputter", {})
+    inputter = pipeline.get("inputter", {})
     component = _component("inputter", inputter.get("type"))
     if component is None:
         return []
     found = []
-    workflow = tree.get("runner", {}).get("workflow") or []
+    workflow = pipeline.get("runner", {}).get("workflow") or []
     reported: set[str] = set()
     for index, phase in enumerate(workflow):
         mode = phase[0]
@@ -92,7 +92,7 @@ def check_data_for_modes(tree: dict[str, Any], sources: SourceMap) -> list[Diagn
                     f"or remove [{mode}, {phase[1]}] from runner.workflow",
                 )
             )
-    val_steps = tree.get("runner", {}).get("val_steps")
+    val_steps = pipeline.get("runner", {}).get("val_steps")
     if val_steps is not None and workflow and "val" not in [p[0] for p in workflow]:
         path = ("runner", "val_steps")
         found.append(
@@ -116,12 +116,12 @@ def _no_data(inputter: dict[str, Any], component: registry.Component, mode: str,
     return None
 
 
-def check_shared_facts(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_shared_facts(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """num_classes and image_shape, when both the inputter and the network give them, agree."""
     found = []
     for key in ("num_classes", "image_shape"):
-        given = tree.get("inputter", {}).get(key)
-        wanted = tree.get("network", {}).get(key)
+        given = pipeline.get("inputter", {}).get(key)
+        wanted = pipeline.get("network", {}).get(key)
         if given is not None and wanted is not None and given != wanted:
             path = ("network", key)
             found.append(
@@ -135,11 +135,11 @@ def check_shared_facts(tree: dict[str, Any], sources: SourceMap) -> list[Diagnos
     return found
 
 
-def check_unique_callbacks(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_unique_callbacks(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """A `unique` callback (checkpoint, ...) appears at most once."""
     first: dict[str, int] = {}
     found = []
-    for index, callback in enumerate(tree.get("callbacks") or []):
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
         kind = callback.get("type")
         component = _component("callback", kind)
         if component is None or not component.unique:
@@ -160,9 +160,9 @@ def check_unique_callbacks(tree: dict[str, Any], sources: SourceMap) -> list[Dia
     return found
 
 
-def check_lr_schedule(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_lr_schedule(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """A piecewise schedule: boundaries strictly increasing, one more value than boundaries."""
-    schedule = tree.get("modeler", {}).get("lr_schedule")
+    schedule = pipeline.get("modeler", {}).get("lr_schedule")
     if not isinstance(schedule, dict) or schedule.get("type") != "piecewise":
         return []
     base: JsonPath = ("modeler", "lr_schedule")
@@ -192,15 +192,15 @@ def check_lr_schedule(tree: dict[str, Any], sources: SourceMap) -> list[Diagnost
     return found
 
 
-def check_elastic(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_elastic(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """runner.elastic: a worker range that can hold, on a backend that can change size."""
-    runner = tree.get("runner", {})
+    runner = pipeline.get("runner", {})
     elastic = runner.get("elastic")
     if not isinstance(elastic, dict):
         return []
     found = []
     backend = runner.get("backend", "auto")
-    if backend in ("local", "ps"):
+    if backend in ("local", "ps", "collective"):
         path: JsonPath = ("runner", "elastic")
         found.append(Diagnostic.at(
             sources.locate(path, key=True), path,
@@ -217,9 +217,9 @@ def check_elastic(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     return found
 
 
-def check_precision(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_precision(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """runner.precision mixed_float16 needs loss scaling, which TensorFlow refuses under parameter servers."""
-    runner = tree.get("runner", {})
+    runner = pipeline.get("runner", {})
     if runner.get("precision") != "mixed_float16" or runner.get("backend") != "ps":
         return []
     path: JsonPath = ("runner", "precision")
@@ -231,9 +231,9 @@ def check_precision(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     )]
 
 
-def check_sync_batch_norm(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_sync_batch_norm(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """runner.horovod.sync_batch_norm acts on Horovod ranks only: on another backend it would be ignored."""
-    runner = tree.get("runner", {})
+    runner = pipeline.get("runner", {})
     horovod = runner.get("horovod")
     backend = runner.get("backend", "auto")
     if not isinstance(horovod, dict) or horovod.get("sync_batch_norm") is not True or backend not in ("local", "ps"):
@@ -247,10 +247,50 @@ def check_sync_batch_norm(tree: dict[str, Any], sources: SourceMap) -> list[Diag
     )]
 
 
-def check_top_k(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_ps_cluster_cache(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """inputter.cache cannot run on a ps cluster: each worker builds its data inside a graph,
+    where the up-front cache pass cannot run."""
+    runner = pipeline.get("runner", {})
+    ps = runner.get("ps")
+    cache = pipeline.get("inputter", {}).get("cache")
+    if runner.get("backend") != "ps" or not isinstance(ps, dict) or ps.get("mode") != "cluster" or cache is not True:
+        return []
+    path: JsonPath = ("inputter", "cache")
+    return [Diagnostic.at(
+        sources.locate(path), path,
+        f"inputter.cache: true is not supported by runner.ps.mode: cluster ({_line(sources, ('runner', 'ps', 'mode'))}): "
+        "each worker builds its own data in a graph, where the up-front cache pass cannot run; set inputter.cache: false",
+    )]
+
+
+def check_collective(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """runner.collective acts on the collective backend only; Horovod's sync_batch_norm has its own key there."""
+    runner = pipeline.get("runner", {})
+    backend = runner.get("backend", "auto")
+    found = []
+    if backend != "collective" and any(tuple(p[:2]) == ("runner", "collective") for p in sources):
+        path: JsonPath = ("runner", "collective")
+        found.append(Diagnostic.at(
+            sources.locate(path, key=True), path,
+            f"runner.collective configures the collective backend, but runner.backend is {backend} "
+            f"({_line(sources, ('runner', 'backend'))}), so it would have no effect; set runner.backend: "
+            "collective (and start it with `dslrun launch --backend collective`), or remove runner.collective",
+        ))
+    horovod = runner.get("horovod")
+    if backend == "collective" and isinstance(horovod, dict) and horovod.get("sync_batch_norm") is True:
+        path = ("runner", "horovod", "sync_batch_norm")
+        found.append(Diagnostic.at(
+            sources.locate(path), path,
+            f"runner.backend is collective ({_line(sources, ('runner', 'backend'))}), which does not read "
+            "runner.horovod; set runner.collective.sync_batch_norm: true instead",
+        ))
+    return found
+
+
+def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """modeler.top_k below the number of classes: top-k of k classes or more is always 1."""
-    modeler = tree.get("modeler", {})
-    classes = tree.get("inputter", {}).get("num_classes") or tree.get("network", {}).get("num_classes")
+    modeler = pipeline.get("modeler", {})
+    classes = pipeline.get("inputter", {}).get("num_classes") or pipeline.get("network", {}).get("num_classes")
     found = []
     for index, k in enumerate(modeler.get("top_k") or []):
         if isinstance(classes, int) and isinstance(k, int) and k >= classes:
@@ -281,6 +321,8 @@ CHECKS: list[Check] = [
     check_elastic,
     check_precision,
     check_sync_batch_norm,
+    check_collective,
+    check_ps_cluster_cache,
     check_top_k,
     check_phase_outputs,
     check_schedule_length,

@@ -14,9 +14,9 @@ from typing import Any
 from dsl.schema import item_schema, object_schema, pipeline_schema
 
 
-def fill_defaults(tree: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a schema-valid `tree` with every omitted optional value set to its default."""
-    return _fill(tree, pipeline_schema())
+def fill_defaults(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a schema-valid `pipeline` with every omitted optional value set to its default."""
+    return _fill(pipeline, pipeline_schema())
 
 
 def _fill(value: Any, schema: dict[str, Any] | bool | None) -> Any:

@@ -42,17 +42,17 @@ class Read:
         return self.name.partition("/")[2]
 
 
-def produced(tree: dict[str, Any]) -> dict[str, list[str]] | None:
+def produced(pipeline: dict[str, Any]) -> dict[str, list[str]] | None:
     """Every output of each phase of the resolved pipeline, in declaration order.
 
     None when the modeler does not declare its outputs (a plugin's): then nothing can be said.
     """
-    modeler = _component("modeler", tree.get("modeler"))
+    modeler = _component("modeler", pipeline.get("modeler"))
     if modeler is None or modeler.outputs is None:
         return None
     found: dict[str, list[str]] = {}
-    sections = [tree.get(name) for name in _PRODUCERS] + list(tree.get("callbacks") or [])
-    kinds = [*_PRODUCERS, *["callback"] * len(tree.get("callbacks") or [])]
+    sections = [pipeline.get(name) for name in _PRODUCERS] + list(pipeline.get("callbacks") or [])
+    kinds = [*_PRODUCERS, *["callback"] * len(pipeline.get("callbacks") or [])]
     for kind, section in zip(kinds, sections):
         component = _component(kind, section)
         if component is None or component.outputs is None:
@@ -63,11 +63,11 @@ def produced(tree: dict[str, Any]) -> dict[str, list[str]] | None:
     return found
 
 
-def reads(tree: dict[str, Any]) -> list[Read]:
+def reads(pipeline: dict[str, Any]) -> list[Read]:
     """Every output name a section of the resolved pipeline reads."""
     found: list[Read] = []
-    sections: list[tuple[JsonPath, str, Any]] = [((name,), name, tree.get(name)) for name in _PRODUCERS]
-    sections += [(("callbacks", index), "callback", cb) for index, cb in enumerate(tree.get("callbacks") or [])]
+    sections: list[tuple[JsonPath, str, Any]] = [((name,), name, pipeline.get(name)) for name in _PRODUCERS]
+    sections += [(("callbacks", index), "callback", cb) for index, cb in enumerate(pipeline.get("callbacks") or [])]
     for path, kind, section in sections:
         component = _component(kind, section)
         if component is None:
@@ -93,14 +93,14 @@ def _output_params(properties: dict[str, Any], values: Any, where: JsonPath) -> 
             yield from _output_params(schema["properties"], value, where + (name,))
 
 
-def check_phase_outputs(tree: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def check_phase_outputs(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Every output a section reads is produced by a phase the workflow runs."""
-    outputs = produced(tree)
+    outputs = produced(pipeline)
     if outputs is None:
         return []
-    workflow = [phase[0] for phase in tree.get("runner", {}).get("workflow") or []]
+    workflow = [phase[0] for phase in pipeline.get("runner", {}).get("workflow") or []]
     found = []
-    for read in reads(tree):
+    for read in reads(pipeline):
         problem, severity = _problem(read, outputs, workflow, sources)
         if problem:
             found.append(Diagnostic.at(sources.locate(read.path), read.path, problem, severity))

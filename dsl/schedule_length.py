@@ -41,11 +41,11 @@ class _Clock:
 
 
 def check_schedule_length(
-    tree: dict[str, Any], sources: SourceMap, steps_per_epoch: int | None = None
+    pipeline: dict[str, Any], sources: SourceMap, steps_per_epoch: int | None = None
 ) -> list[Diagnostic]:
     """Problems of the schedule's lengths; without `steps_per_epoch`, those the epochs alone decide."""
-    schedule = tree.get("modeler", {}).get("lr_schedule")
-    clock = _clock(tree.get("runner", {}), sources, steps_per_epoch)
+    schedule = pipeline.get("modeler", {}).get("lr_schedule")
+    clock = _clock(pipeline.get("runner", {}), sources, steps_per_epoch)
     if not isinstance(schedule, dict) or clock is None:
         return []
     found = _warmup(schedule, clock, sources)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from dsl.callbacks.base import Callback
+from dsl.engine.callback_list import POINTS, CallbackList
 from dsl.pipeline import load_pipeline
 
 pytestmark = pytest.mark.slow
@@ -79,21 +80,51 @@ def test_a_second_epoch_and_a_short_last_call_do_not_retrace(tmp_path: Path) -> 
 
 
 def test_hooks_run_by_priority_then_list_order(tmp_path: Path) -> None:
-    from dsl.callbacks.base import sort_callbacks
-
     runner = make_runner(tmp_path, limit="max_epochs: 1")
     log: list = []
-    runner.callbacks = sort_callbacks([Recorder("low", log, "LOW"), Recorder("first-normal", log),
-                               Recorder("highest", log, "HIGHEST"), Recorder("second-normal", log), ])
+    runner.callback_list = CallbackList([Recorder("low", log, "LOW"), Recorder("first-normal", log),
+                                         Recorder("highest", log, "HIGHEST"), Recorder("second-normal", log)])
     assert runner.run() == 0
     first_iter = [tag for tag, point, step in log if point == "after_train_iter" and step == 2]
     assert first_iter == ["highest", "first-normal", "second-normal", "low"]
 
 
+class EveryPoint(Callback):
+    """Records each hook point by its name, overriding none: the defaults fall through to
+    the mode-independent methods, which record nothing, so the points are seen here."""
+
+    def __init__(self, log: list) -> None:
+        super().__init__({"type": "every_point"})
+        self.log = log
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in POINTS:
+            log = object.__getattribute__(self, "log")
+            return lambda runner: log.append(name)
+        return object.__getattribute__(self, name)
+
+
+def test_every_declared_hook_point_is_called_in_run_order(tmp_path: Path) -> None:
+    declared = {name for name in vars(Callback) if name.startswith(("before_", "after_"))}
+    declared -= {"before_save_checkpoint", "after_load_checkpoint"}  # state, not hook points
+    declared -= {"before_epoch", "after_epoch", "before_iter", "after_iter"}  # what the points fall through to
+    assert declared == set(POINTS)
+    runner = make_runner(tmp_path, limit="max_epochs: 1")
+    log: list = []
+    runner.callback_list = CallbackList([EveryPoint(log)])
+    assert runner.run() == 0
+    assert set(log) == set(POINTS)
+    assert log[0] == "before_run" and log[-1] == "after_run"
+    val = [point for point in log if "_val_" in point]
+    assert val == ["before_val_epoch", "before_val_iter", "after_val_iter", "after_val_epoch"]
+    first_train = log.index("before_train_epoch")
+    assert log[first_train:first_train + 3] == ["before_train_epoch", "before_train_iter", "after_train_iter"]
+
+
 def test_iter_based_workflow_validates_every_n_steps(tmp_path: Path) -> None:
     runner = make_runner(tmp_path, workflow="[[train, 4], [val, 1]]", limit="max_iters: 10", steps_per_call=3)
     log: list = []
-    runner.callbacks = [Recorder("r", log)]
+    runner.callback_list = CallbackList([Recorder("r", log)])
     assert runner.run() == 0
     assert runner.step == 10
     assert [step for _, point, step in log if point == "after_val_epoch"] == [4, 8, 10]

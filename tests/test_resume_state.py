@@ -51,13 +51,13 @@ runner:
 
 
 def make_runner(run: Path, epochs: int, extra_callbacks: tuple[Callback, ...] = ()) -> Any:
-    from dsl.callbacks.base import sort_callbacks
     from dsl.engine.launch import build_runner
 
     path = run.parent / f"{run.name}.yaml"
     path.write_text(PIPELINE.format(run=run, epochs=epochs))
     runner = build_runner(load_pipeline(path))
-    runner.callbacks = sort_callbacks([*runner.callbacks, *extra_callbacks])
+    for callback in extra_callbacks:
+        runner.add_callback(callback)
     return runner
 
 

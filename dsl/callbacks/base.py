@@ -11,7 +11,10 @@ imported by `dslrun validate`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsl.engine.contracts import RunnerView
 
 PRIORITIES: dict[str, int] = {
     "HIGHEST": 0,
@@ -67,40 +70,40 @@ class Callback:
         return str(self.params.get("type", type(self).__name__))
 
     # Mode-independent template methods.
-    def before_run(self, runner: Any) -> None: ...
-    def after_run(self, runner: Any) -> None: ...
-    def before_epoch(self, runner: Any) -> None: ...
-    def after_epoch(self, runner: Any) -> None: ...
-    def before_iter(self, runner: Any) -> None: ...
-    def after_iter(self, runner: Any) -> None: ...
+    def before_run(self, runner: RunnerView) -> None: ...
+    def after_run(self, runner: RunnerView) -> None: ...
+    def before_epoch(self, runner: RunnerView) -> None: ...
+    def after_epoch(self, runner: RunnerView) -> None: ...
+    def before_iter(self, runner: RunnerView) -> None: ...
+    def after_iter(self, runner: RunnerView) -> None: ...
 
     # Mode-specific points; by default they fall through to the methods above.
-    def before_train_epoch(self, runner: Any) -> None:
+    def before_train_epoch(self, runner: RunnerView) -> None:
         self.before_epoch(runner)
 
-    def after_train_epoch(self, runner: Any) -> None:
+    def after_train_epoch(self, runner: RunnerView) -> None:
         self.after_epoch(runner)
 
-    def before_val_epoch(self, runner: Any) -> None:
+    def before_val_epoch(self, runner: RunnerView) -> None:
         self.before_epoch(runner)
 
-    def after_val_epoch(self, runner: Any) -> None:
+    def after_val_epoch(self, runner: RunnerView) -> None:
         self.after_epoch(runner)
 
-    def before_train_iter(self, runner: Any) -> None:
+    def before_train_iter(self, runner: RunnerView) -> None:
         self.before_iter(runner)
 
-    def after_train_iter(self, runner: Any) -> None:
+    def after_train_iter(self, runner: RunnerView) -> None:
         self.after_iter(runner)
 
-    def before_val_iter(self, runner: Any) -> None:
+    def before_val_iter(self, runner: RunnerView) -> None:
         self.before_iter(runner)
 
-    def after_val_iter(self, runner: Any) -> None:
+    def after_val_iter(self, runner: RunnerView) -> None:
         self.after_iter(runner)
 
     # State that must survive a restart (MMEngine's checkpoint hook points).
-    def before_save_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+    def before_save_checkpoint(self, runner: RunnerView, state: dict[str, Any]) -> None:
         """Put into `state` (JSON values) what this callback must remember across a restart.
 
         A best score or a patience counter reset by a resume would change the run's
@@ -109,7 +112,7 @@ class Callback:
         `before_run` comes after the load.
         """
 
-    def after_load_checkpoint(self, runner: Any, state: dict[str, Any]) -> None:
+    def after_load_checkpoint(self, runner: RunnerView, state: dict[str, Any]) -> None:
         """Take back what `before_save_checkpoint` put into `state`; called when a run resumes
         from a checkpoint that holds it, before `before_run`."""
 

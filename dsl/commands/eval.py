@@ -32,20 +32,20 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
         raise click.UsageError("--watch evaluates the run directory's checkpoints as they appear; drop --checkpoint")
     if timeout is not None and not watch:
         raise click.UsageError("--timeout only applies to --watch")
-    spec = load_or_exit(path, overrides)
+    pipeline = load_or_exit(path, overrides)
     from dsl.errors import DslError
 
     if watch:
         from dsl.engine.launch import build_runner, single_process
         from dsl.engine.watch import watch as watch_run
 
-        runner = build_runner(single_process(spec))
+        runner = build_runner(single_process(pipeline))
         _require_data(runner, mode, DslError)
         sys.exit(watch_run(runner, mode=mode, timeout=timeout))
 
     from dsl.engine.launch import restored_runner
 
-    runner = restored_runner(spec, checkpoint)
+    runner = restored_runner(pipeline, checkpoint)
     _require_data(runner, mode, DslError)
     values = runner.evaluate(mode)
     # Where the weights were taken (a best/ checkpoint's from best.json; null when unknown).

@@ -28,14 +28,14 @@ def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | N
     """
     from dsl.errors import DslError
 
-    spec = load_or_exit(path, overrides)
+    pipeline = load_or_exit(path, overrides)
     problem = out_problem(out, force)
     if problem:
         raise DslError(problem)
     from dsl.engine.launch import restored_runner
     from dsl.serving import export_saved_model
 
-    runner = restored_runner(spec, checkpoint)
+    runner = restored_runner(pipeline, checkpoint)
     signatures = export_saved_model(runner, out)
     click.echo(f"dslrun: exported {runner.restored_from} to {out}")
     for signature in signatures:

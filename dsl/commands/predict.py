@@ -23,14 +23,14 @@ def command(path: str, images: tuple[str, ...], overrides: tuple[str, ...], chec
     Every IMAGE is checked before the model is loaded: a missing or broken file is one line,
     `dslrun: error: cannot read image PATH: REASON`, and exit status 1.
     """
-    spec = load_or_exit(path, overrides)
+    pipeline = load_or_exit(path, overrides)
     _check_images(images)
     from dsl.engine.launch import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
     from dsl.engine.steps import make_predict_call
     from dsl.errors import DslError
     from dsl.inputters._pipeline import clean_error
 
-    runner = restored_runner(spec, checkpoint)
+    runner = restored_runner(pipeline, checkpoint)
     import tensorflow as tf  # only after dsl.engine, or TensorFlow prints its oneDNN / CPU-feature lines
 
     predict = make_predict_call(runner.model, runner.modeler, runner.augmenter.eval)

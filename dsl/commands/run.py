@@ -19,17 +19,17 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     """Train the pipeline in FILE on the backend it selects."""
     if no_resume and resume_from:
         raise click.UsageError("--no-resume and --resume-from contradict each other; give one")
-    spec = load_or_exit(path, overrides)
+    pipeline = load_or_exit(path, overrides)
     from dsl.engine.launch import build_runner
     from dsl.engine.rundir import write_pipeline
     from dsl.pipeline import dump_pipeline
 
-    runner = build_runner(spec, resume=not no_resume, resume_from=resume_from)
+    runner = build_runner(pipeline, resume=not no_resume, resume_from=resume_from)
     owner = runner.placement.is_chief and runner.backend.trains()
 
     def store_pipeline() -> None:
         """Once training will happen: a finished run re-run leaves its pipeline.yaml as it was."""
-        warning = write_pipeline(runner.model_dir, dump_pipeline(spec))
+        warning = write_pipeline(runner.model_dir, dump_pipeline(pipeline))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.context import BuildContext, Placement
+from dsl.engine.contracts import Augmenter, Inputter, Model, Modeler
 from dsl.registry import lookup
 
 
@@ -23,20 +24,17 @@ from dsl.registry import lookup
 class CompiledPipeline:
     """Every section built, plus the shared context they were built with."""
 
-    spec: dict[str, Any]
+    pipeline: dict[str, Any]
     context: BuildContext
-    inputter: Any
-    augmenter: Any
-    model: Any
-    modeler: Any
+    inputter: Inputter
+    augmenter: Augmenter
+    model: Model
+    modeler: Modeler
     callbacks: list[Callback]
-
-    @property
-    def runner_params(self) -> dict[str, Any]:
-        return self.spec["runner"]
+    max_to_keep: int  # checkpoints the run directory keeps (the checkpoint callback's setting)
 
 
-def configure_tensorflow(spec: dict[str, Any]) -> int:
+def configure_tensorflow(pipeline: dict[str, Any]) -> int:
     """Threads, precision, determinism and seeds — before any op exists. Returns the seed used.
 
     A pipeline without a seed gets a random one, so that data order and augmentation are
@@ -45,18 +43,18 @@ def configure_tensorflow(spec: dict[str, Any]) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    runner = spec["runner"]
+    runner = pipeline["runner"]
     if runner.get("intra_op_threads"):
         tf.config.threading.set_intra_op_parallelism_threads(runner["intra_op_threads"])
     if runner.get("inter_op_threads"):
         tf.config.threading.set_inter_op_parallelism_threads(runner["inter_op_threads"])
     # Process-wide in Keras: set it every time, so a float32 pipeline after a bf16 one is float32.
     tf.keras.mixed_precision.set_global_policy(runner.get("precision", "float32"))
-    seed = spec.get("seed")
+    seed = pipeline.get("seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31 - 1)
     tf.keras.utils.set_random_seed(seed)
-    if spec.get("deterministic"):
+    if pipeline.get("deterministic"):
         tf.config.experimental.enable_op_determinism()
         # Dropout then draws from a tf.random.Generator whose state the runner checkpoints
         # (Keras' default stateful ops keep a hidden counter a restart resets): exact resume.
@@ -87,7 +85,7 @@ def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> A
     return lookup(kind, params["type"]).builder(params, context)
 
 
-def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scope: Any = None,
+def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, scope: Any = None,
                      prepare_model: Callable[[Any], Any] | None = None) -> CompiledPipeline:
     """Build inputter, augmenter, network, modeler and callbacks for this process.
 
@@ -97,25 +95,34 @@ def compile_pipeline(spec: dict[str, Any], placement: Placement, seed: int, scop
     import contextlib
 
     context = BuildContext(
-        pipeline=spec,
-        model_dir=Path(spec["runner"]["model_dir"]),
+        pipeline=pipeline,
+        model_dir=Path(pipeline["runner"]["model_dir"]),
         placement=placement,
         seed=seed,
     )
-    inputter = build_section("inputter", spec["inputter"], context)
+    inputter = build_section("inputter", pipeline["inputter"], context)
     context.image_shape = tuple(inputter.image_shape)
     context.num_classes = int(inputter.num_classes)
     context.steps_per_epoch = steps_per_epoch(
         inputter.num_examples("train") if inputter.has_source("train") else None,
-        spec["inputter"]["batch_size"],
+        pipeline["inputter"]["batch_size"],
         placement.world_size,
-        spec["inputter"].get("drop_remainder", True),
+        pipeline["inputter"].get("drop_remainder", True),
     )
-    augmenter = build_section("augmenter", spec.get("augmenter") or {"type": "none"}, context)
+    augmenter = build_section("augmenter", pipeline.get("augmenter") or {"type": "none"}, context)
     with scope if scope is not None else contextlib.nullcontext():
-        model = build_section("network", spec["network"], context)
+        model = build_section("network", pipeline["network"], context)
         if prepare_model is not None:
             model = prepare_model(model)
-        modeler = build_section("modeler", spec["modeler"], context)
-    callbacks = sort_callbacks([build_section("callback", params, context) for params in spec.get("callbacks", [])])
-    return CompiledPipeline(spec, context, inputter, augmenter, model, modeler, callbacks)
+        modeler = build_section("modeler", pipeline["modeler"], context)
+    callbacks = sort_callbacks([build_section("callback", params, context) for params in pipeline.get("callbacks", [])])
+    return CompiledPipeline(pipeline, context, inputter, augmenter, model, modeler, callbacks, max_to_keep(pipeline))
+
+
+def max_to_keep(pipeline: dict[str, Any]) -> int:
+    """How many training checkpoints the run keeps: the first checkpoint callback's
+    `max_to_keep` (5 without one), handed to the runner's checkpointing explicitly."""
+    for params in pipeline.get("callbacks", []):
+        if params["type"] == "checkpoint":
+            return int(params.get("max_to_keep", 5))
+    return 5

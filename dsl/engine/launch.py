@@ -1,7 +1,12 @@
-"""From a resolved pipeline to a ready Runner: backend, TensorFlow settings, components."""
+"""From a resolved pipeline to a ready Runner: backend, TensorFlow settings, components.
+
+The composition root: the one module of the engine that meets the concrete backends
+(`backends.select`); everything else in dsl/engine/ knows them by `contracts.Backend`.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,34 +18,37 @@ from dsl.errors import DslError
 BEST = "best"  # `--checkpoint best`: the run directory's best model
 
 
-def build_runner(spec: dict[str, Any], *, resume: bool = True, resume_from: str | None = None) -> Runner:
+def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: str | None = None) -> Runner:
     """Select and set up the backend, configure TensorFlow, compile every section."""
-    backend = select_backend(spec["runner"])
+    backend = select_backend(pipeline["runner"])
     backend.setup()
-    seed = configure_tensorflow(spec)
-    compiled = compile_pipeline(spec, backend.placement, seed, backend.scope(), backend.prepare_model)
+    if pipeline["runner"].get("elastic") is not None and backend.name != "horovod" and backend.placement.is_chief:
+        print(f"dslrun: runner.elastic has no effect on the {backend.name} backend: the ranks are fixed",
+              file=sys.stderr, flush=True)
+    seed = configure_tensorflow(pipeline)
+    compiled = compile_pipeline(pipeline, backend.placement, seed, backend.scope(), backend.prepare_model)
     return Runner(compiled, backend, seed=seed, resume=resume, resume_from=resume_from)
 
 
-def single_process(spec: dict[str, Any]) -> dict[str, Any]:
-    """`spec` for eval/predict/export: a ps pipeline's checkpoints are read on the local backend.
+def single_process(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """`pipeline` for eval/predict/export: a ps pipeline's checkpoints are read on the local backend.
 
     They need no cluster, and a cluster pipeline would wait for TF_CONFIG and its servers.
     """
-    if spec["runner"].get("backend") == "ps":
-        spec = {**spec, "runner": {**spec["runner"], "backend": "local"}}
-    return spec
+    if pipeline["runner"].get("backend") == "ps":
+        pipeline = {**pipeline, "runner": {**pipeline["runner"], "backend": "local"}}
+    return pipeline
 
 
-def restored_runner(spec: dict[str, Any], checkpoint: str | None) -> Runner:
+def restored_runner(pipeline: dict[str, Any], checkpoint: str | None) -> Runner:
     """A runner holding trained weights (`checkpoint`, or the run directory's latest), in this process.
 
     `checkpoint` is the user's `--checkpoint`: a prefix, a directory, or `best` for the run
     directory's best model (best/, written by checkpoint.save_best).
     """
     if checkpoint == BEST:
-        checkpoint = best_model_dir(Path(spec["runner"]["model_dir"]))
-    runner = build_runner(single_process(spec), resume=True, resume_from=checkpoint)
+        checkpoint = best_model_dir(Path(pipeline["runner"]["model_dir"]))
+    runner = build_runner(single_process(pipeline), resume=True, resume_from=checkpoint)
     runner.restore(weights_only=True, option="--checkpoint")
     if not runner.resumed:
         raise DslError(

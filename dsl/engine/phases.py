@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Phase:
     count: int  # train units in this phase (1 epoch, or N steps); 0 for val
 
 
-def plan_phases(workflow: Sequence[Sequence], total: int, by_epoch: bool) -> list[Phase]:
+def plan_phases(workflow: Sequence[Sequence[Any]], total: int, by_epoch: bool) -> list[Phase]:
     """Every phase of the run, in order. A val phase repeats `count` times; a cycle that
     starts after all training is done is not run."""
     phases: list[Phase] = []

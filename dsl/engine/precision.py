@@ -46,5 +46,6 @@ def scaled_loss(optimizer: Any, loss: tf.Tensor) -> tf.Tensor:
 def unscaled_gradients(optimizer: Any, gradients: list[tf.Tensor]) -> list[tf.Tensor]:
     """Gradients of `scaled_loss` brought back to the loss's scale (after any allreduce)."""
     if isinstance(optimizer, _LossScaleOptimizer):
-        return optimizer.get_unscaled_gradients(gradients)
+        unscaled: list[tf.Tensor] = optimizer.get_unscaled_gradients(gradients)
+        return unscaled
     return gradients

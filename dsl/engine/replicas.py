@@ -20,7 +20,9 @@ all ranks instead.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
@@ -51,3 +53,22 @@ def reconcile(variables: list[tf.Variable], average: Average) -> None:
         return
     for variable, value in zip(variables, average([v.read_value() for v in variables])):
         variable.assign(value)
+
+
+def weights_digest(model: tf.keras.Model) -> str:
+    """SHA-256 of every model variable's bytes: equal digests mean identical weights (the
+    end-of-run check that every replica holds one model)."""
+    digest = hashlib.sha256()
+    for variable in model.variables:
+        digest.update(variable.name.encode())
+        digest.update(variable.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def replicas_agree(backend: Any, model: tf.keras.Model) -> tuple[bool, str]:
+    """Whether every replica ended with the same weights, and a line saying so or which differ."""
+    digests: list[str] = backend.gather_strings(weights_digest(model))
+    if len(set(digests)) == 1:
+        return True, f"weights digest {digests[0][:16]} identical on all {len(digests)} ranks"
+    differing = [rank for rank, d in enumerate(digests) if d != digests[0]]
+    return False, f"the ranks ended with different weights (ranks {differing} differ from rank 0)"

@@ -8,9 +8,15 @@ epoch-based run continues at the same point of it instead of replaying or skippi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
+
+from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
+from dsl.engine.rundir import MetricsFile
+
+if TYPE_CHECKING:
+    from dsl.engine.runner import Runner
 
 
 class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -47,3 +53,41 @@ def schedule_offset(by_epoch: bool, epoch: int, position: int, steps_per_epoch: 
     if not by_epoch:
         return 0
     return epoch * steps_per_epoch + position - iterations
+
+
+def enter_world(runner: Runner, step: int, epoch: int, epoch_examples: int) -> None:
+    """See `Runner.enter_world`: continue from a broadcast position with the ranks there are now."""
+    world = runner.placement.world_size
+    resized = world != runner.world_built
+    if resized:
+        runner.world_built = world
+        runner.global_batch_size = runner.batch_size * world
+        runner.steps_per_epoch = count_steps_per_epoch(
+            runner.inputter.num_examples("train"), runner.batch_size, world, runner.drop_remainder
+        ) or 0
+        runner.context.steps_per_epoch = runner.steps_per_epoch
+        runner.check_data()
+    if (step, epoch) != (runner.step, runner.epoch):
+        runner.vals_done = 0  # rolled back: run the val phases there again rather than skip one
+    runner.step, runner.epoch = step, epoch
+    runner.data_position = batches_done(epoch_examples, runner.global_batch_size, runner.steps_per_epoch)
+    runner.iterator = None
+    # From the broadcast position, so that a rank that joined (built for this world, never
+    # shifted) and the survivors (rebuilt at every resize) follow one schedule.
+    offset = schedule_offset(runner.by_epoch, epoch, runner.data_position, runner.steps_per_epoch,
+                             int(runner.optimizer.iterations.numpy()))
+    if resized or offset != runner.schedule_offset:
+        runner.schedule_offset = offset
+        schedule = runner.modeler.learning_rate(runner.steps_per_epoch, runner.backend.lr_scale())
+        runner.optimizer.learning_rate = ShiftedSchedule(schedule, offset) if offset else schedule
+        runner.compile_calls()
+    _take_up_role(runner)
+
+
+def _take_up_role(runner: Runner) -> None:
+    """After a world change, a rank that became the chief (rank 0's host was lost) writes the
+    metrics and runs the chief-only callbacks' `before_run` it skipped at the start."""
+    if runner.placement.is_chief and runner.metrics_file is None:
+        runner.metrics_file = MetricsFile(runner.model_dir, runner.metrics_format)
+    if runner.placement.is_chief:
+        runner.callback_list.start_skipped(runner)

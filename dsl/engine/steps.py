@@ -1,8 +1,14 @@
-"""The compiled step functions: k train steps per graph call, and one val pass per call.
+"""The compiled step functions: one optimizer update (`make_step`), k of them per graph call,
+and one val pass per call.
 
-Both take a `tf.data` iterator and a step count as tensors, so a new epoch's iterator or a
-shorter last call reuses the same graph instead of retracing (`traces` counts tracings;
-a test fails when a second epoch retraces).
+`make_step` is the only train step there is. A Horovod or local backend calls it directly
+(Horovod reduces the gradients in its tape); a `tf.distribute` backend runs it in every
+replica with `strategy.run` (its optimizer sums the replicas' gradients, hence the loss
+divided by the number of replicas). `make_train_call` wraps either in the k-step loop.
+
+Both calls take a `tf.data` iterator and a step count as tensors, so a new epoch's iterator
+or a shorter last call reuses the same graph instead of retracing (`traces` counts
+tracings; a test fails when a second epoch retraces).
 """
 
 from __future__ import annotations
@@ -16,6 +22,58 @@ import tensorflow as tf
 from dsl.engine.precision import scaled_loss, unscaled_gradients
 from dsl.engine.replicas import Average, reconcile, replica_local_variables
 
+Step = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+
+
+def _identity_tape(tape: tf.GradientTape) -> tf.GradientTape:
+    return tape
+
+
+def make_step(
+    model: tf.keras.Model,
+    modeler: Any,
+    optimizer: tf.keras.optimizers.Optimizer,
+    metrics: dict[str, tf.keras.metrics.Metric],
+    wrap_tape: Callable[[tf.GradientTape], Any] = _identity_tape,
+    num_replicas: int = 1,
+    jit_gradients: bool = False,
+) -> Step:
+    """`step(images, labels)`: one optimizer update from this replica's batch; returns its loss.
+
+    `num_replicas` > 1 is for a step run in a `tf.distribute` replica context: Keras sums the
+    replicas' gradients in `apply_gradients`, so each replica differentiates loss / replicas
+    and the update is the mean over the global batch (Horovod's tape averages instead, and
+    leaves it at 1). The loss returned and the `loss` metric are the replica's own, unscaled.
+
+    `jit_gradients` XLA-compiles the forward and backward pass only: under a strategy,
+    `apply_gradients` holds the all-reduce, which XLA on CPU cannot compile (the process
+    aborted when it tried).
+    """
+    loss_metric = metrics["loss"]
+    others = [metric for name, metric in metrics.items() if name != "loss"]
+
+    def gradients_of(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            loss = modeler.loss(labels, logits, model)["loss"]
+            share = loss / num_replicas if num_replicas > 1 else loss
+            objective = scaled_loss(optimizer, share)
+        tape = wrap_tape(tape)
+        return loss, logits, unscaled_gradients(optimizer, tape.gradient(objective, model.trainable_variables))
+
+    if jit_gradients:
+        gradients_of = tf.function(gradients_of, jit_compile=True)
+
+    def step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        loss, logits, gradients = gradients_of(images, labels)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        for metric in others:
+            metric.update_state(labels, logits)
+        loss_metric.update_state(loss)
+        return tf.cast(loss, tf.float32)
+
+    return step
+
 
 def make_train_call(
     model: tf.keras.Model,
@@ -26,6 +84,7 @@ def make_train_call(
     jit_compile: bool,
     traces: Counter,
     average: Average | None = None,
+    strategy: tf.distribute.Strategy | None = None,
 ) -> Callable[[Any, tf.Tensor], dict[str, tf.Tensor]]:
     """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
 
@@ -34,42 +93,58 @@ def make_train_call(
     every other metric, and the learning rate the last step used. With several replicas,
     `average` (the backend's) reconciles the state each replica updated from its own data,
     such as batch-norm statistics, at the end of the call (see dsl.engine.replicas).
+
+    With a `strategy`, each step is `strategy.run(step, args=next(iterator))` (the iterator
+    may be a distributed one), `average` is called in the replica context, and the loss
+    returned is the mean of this process's replicas (the backend's `reduce_metrics` averages
+    across processes, as for Horovod).
     """
-    loss_metric = metrics["loss"]
+    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+    step = make_step(model, modeler, optimizer, metrics, wrap_tape, replicas, jit_gradients=jit_compile and strategy is not None)
+    # XLA cannot compile the iterator's `next`, so only the step itself is jit-compiled.
+    if jit_compile and strategy is None:
+        step = tf.function(step, jit_compile=True)
+    run_step = _local_runner(step) if strategy is None else _strategy_runner(step, strategy)
     others = {name: metric for name, metric in metrics.items() if name != "loss"}
 
-    def one_step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            loss = modeler.loss(labels, logits, model)["loss"]
-            objective = scaled_loss(optimizer, loss)
-        tape = wrap_tape(tape)
-        variables = model.trainable_variables
-        gradients = unscaled_gradients(optimizer, tape.gradient(objective, variables))
-        optimizer.apply_gradients(zip(gradients, variables))
-        for metric in others.values():
-            metric.update_state(labels, logits)
-        loss_metric.update_state(loss)
-        return loss
-
-    # XLA cannot compile the iterator's `next`, so only the step itself is jit-compiled.
-    step = tf.function(one_step, jit_compile=True) if jit_compile else one_step
+    def reconcile_replicas() -> None:
+        reconcile(replica_local_variables(model), average)
 
     @tf.function
     def train_call(iterator: Any, num_steps: tf.Tensor) -> dict[str, tf.Tensor]:
         traces["train"] += 1  # runs at tracing time only
         total = tf.constant(0.0, tf.float32)
         for _ in tf.range(num_steps):
-            images, labels = next(iterator)
-            total += tf.cast(step(images, labels), tf.float32)
+            total += run_step(next(iterator))
         if average is not None:
-            reconcile(replica_local_variables(model), average)
+            if strategy is None:
+                reconcile_replicas()
+            else:
+                strategy.run(reconcile_replicas)
         outputs = {"loss": total / tf.cast(num_steps, tf.float32)}
         outputs.update({name: metric.result() for name, metric in others.items()})
         outputs["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
         return outputs
 
     return train_call
+
+
+def _local_runner(step: Step) -> Callable[[Any], tf.Tensor]:
+    def run(batch: Any) -> tf.Tensor:
+        images, labels = batch
+        return step(images, labels)
+
+    return run
+
+
+def _strategy_runner(step: Step, strategy: tf.distribute.Strategy) -> Callable[[Any], tf.Tensor]:
+    """The step in every replica; the mean of this process's replicas' losses (no communication)."""
+
+    def run(batch: Any) -> tf.Tensor:
+        losses = strategy.experimental_local_results(strategy.run(step, args=tuple(batch)))
+        return tf.add_n(list(losses)) / len(losses)
+
+    return run
 
 
 def make_eval_call(

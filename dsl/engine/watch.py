@@ -23,7 +23,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsl.engine.runner import Runner
 
 DONE_MARKER = "DONE"
 
@@ -44,7 +47,8 @@ def mark_done(model_dir: Path, step: int, checkpoint: str | None) -> None:
 def read_done(model_dir: Path) -> dict[str, Any] | None:
     """The end marker's content, or None while the run is not over."""
     try:
-        return json.loads((Path(model_dir) / DONE_MARKER).read_text(encoding="utf-8"))
+        done: dict[str, Any] = json.loads((Path(model_dir) / DONE_MARKER).read_text(encoding="utf-8"))
+        return done
     except (FileNotFoundError, ValueError):
         return None
 
@@ -61,7 +65,7 @@ def list_checkpoints(directory: Path) -> list[str]:
     return sorted((p for p in resolved if Path(f"{p}.index").exists()), key=_checkpoint_number)
 
 
-def final_step(runner: Any) -> int | None:
+def final_step(runner: Runner) -> int | None:
     """The step a run of this pipeline ends at on one process (None when unknown)."""
     if runner.max_iters:
         return int(runner.max_iters)
@@ -70,7 +74,7 @@ def final_step(runner: Any) -> int | None:
     return None
 
 
-def watch(runner: Any, *, mode: str = "val", timeout: float | None = None, poll_seconds: float = 1.0) -> int:
+def watch(runner: Runner, *, mode: str = "val", timeout: float | None = None, poll_seconds: float = 1.0) -> int:
     """Evaluate new checkpoints of `runner.model_dir` until the run ends; returns the exit status.
 
     Exit status 0 when the run's end was seen, 1 when `timeout` seconds passed without a new
@@ -105,21 +109,20 @@ def watch(runner: Any, *, mode: str = "val", timeout: float | None = None, poll_
     return 0
 
 
-def evaluate_checkpoint(runner: Any, path: str, mode: str) -> bool:
+def evaluate_checkpoint(runner: Runner, path: str, mode: str) -> bool:
     """Restore `path`, evaluate, record; False when the checkpoint vanished before it was read."""
     import tensorflow as tf
 
     # The model and the position only: evaluation needs no optimizer, and the optimizer's
     # slots of a run with partitioned variables (ps cluster) do not fit a local optimizer.
-    state = runner.checkpoint
-    reader = runner.weights_checkpoint()
+    reader = runner.checkpoints.weights_reader()
     try:
         reader.restore(path).expect_partial()
     except (tf.errors.NotFoundError, ValueError) as exc:
         runner.notice(f"eval --watch: checkpoint {path} was removed before it was evaluated ({type(exc).__name__})")
         return False
-    runner.step = int(state.step.numpy())
-    runner.epoch = int(state.epoch.numpy())
+    runner.step = int(runner.state["step"].numpy())
+    runner.epoch = int(runner.state["epoch"].numpy())
     values = runner.evaluate(mode)
     name = Path(path).name
     runner.log_metrics("eval", {"checkpoint": name, "data": mode, **values})
@@ -133,7 +136,7 @@ def evaluate_checkpoint(runner: Any, path: str, mode: str) -> bool:
     return True
 
 
-def _already_evaluated(runner: Any) -> set[str]:
+def _already_evaluated(runner: Runner) -> set[str]:
     metrics = runner.metrics_file
     if metrics is None:
         return set()

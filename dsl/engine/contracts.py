@@ -1,0 +1,216 @@
+"""The contracts of the shared loop: what each section, each backend and each callback may rely on.
+
+The engine owns them; components and backends are checked against them (`make lint` runs
+the type checker strict on dsl/engine/ and backends/). They are Protocols, so a plugin's
+component honours one by having the methods, without importing or subclassing anything.
+
+Tensor, dataset and Keras types are written `Any`-valued aliases: TensorFlow ships no type
+information, and this module must import without TensorFlow (`dslrun validate` reads the
+callbacks, whose base class names `RunnerView`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dsl.context import BuildContext, Placement
+
+if TYPE_CHECKING:
+    from dsl.callbacks.base import Callback
+
+Tensor = Any  # tf.Tensor
+Dataset = Any  # tf.data.Dataset
+Model = Any  # tf.keras.Model
+Optimizer = Any  # tf.keras.optimizers.Optimizer
+Metric = Any  # tf.keras.metrics.Metric
+Variable = Any  # tf.Variable
+Tape = Any  # tf.GradientTape, or a backend's wrapper of it
+
+#: The compiled `call(iterator, num_steps)` of a phase: tensors out, per output name.
+StepCall = Callable[[Any, Tensor], dict[str, Tensor]]
+#: A backend's element-wise average of tensors over the replicas, inside a compiled call.
+Average = Callable[[list[Tensor]], list[Tensor]]
+
+MODES = ("train", "val", "test")
+
+
+class Augmenter(Protocol):
+    """Per-example transforms, run inside the inputter's parallel `map`."""
+
+    def train(self, image: Tensor) -> Tensor:
+        """Random augmentation plus normalisation, for the train mode."""
+        ...
+
+    def eval(self, image: Tensor) -> Tensor:
+        """Deterministic normalisation only, for val/test/predict."""
+        ...
+
+
+class Inputter(Protocol):
+    """Reads a data set and makes batched `tf.data` pipelines for each workflow mode."""
+
+    image_shape: tuple[int, int, int]
+    num_classes: int
+
+    def has_source(self, mode: str) -> bool:
+        """Whether the pipeline declares data for `mode` ('train', 'val' or 'test')."""
+        ...
+
+    def num_examples(self, mode: str) -> int:
+        """Examples in `mode`'s data."""
+        ...
+
+    def dataset(self, mode: str, augment: Callable[[Tensor], Tensor] | None = None, num_shards: Any = 1,
+                shard_index: Any = 0, seed: int | None = None) -> Dataset:
+        """Batches of `mode`, sharded over the examples before shuffling (each rank a disjoint
+        part), train data shuffled by `seed` and not repeated (the loop asks for each epoch)."""
+        ...
+
+    def decode_file(self, path: str) -> Tensor:
+        """One input file as the network's input (predict)."""
+        ...
+
+
+class NetworkBuilder(Protocol):
+    """A `network` component's `build(params, context)`: a Keras model of the inputter's data."""
+
+    def __call__(self, params: dict[str, Any], context: BuildContext) -> Model: ...
+
+
+class Modeler(Protocol):
+    """Loss, optimizer, learning-rate schedule and metrics (TF Model Garden's Task)."""
+
+    def learning_rate(self, steps_per_epoch: int, scale: float = 1.0) -> Any:
+        """A float or a LearningRateSchedule of the global step; `scale` multiplies the base rate."""
+        ...
+
+    def optimizer(self, steps_per_epoch: int, scale: float = 1.0) -> Optimizer:
+        """A fresh Keras optimizer using `learning_rate(steps_per_epoch, scale)`."""
+        ...
+
+    def loss(self, labels: Tensor, logits: Tensor, model: Model) -> dict[str, Tensor]:
+        """{'loss': the total to minimise, ...its parts} (scalars)."""
+        ...
+
+    def metrics(self, mode: str) -> dict[str, Metric]:
+        """Fresh stateful metrics for `mode`, updated with `update_state(labels, logits)`."""
+        ...
+
+    def predictions(self, logits: Tensor) -> dict[str, Tensor]:
+        """What `predict` and the serving signature return for a batch of network outputs."""
+        ...
+
+
+class StepParts(Protocol):
+    """What a backend needs to compile the step functions (the runner provides it)."""
+
+    model: Model
+    modeler: Modeler
+    optimizer: Optimizer
+    metrics: dict[str, dict[str, Metric]]
+    jit_compile: bool
+    traces: Counter[str]
+    step: int  # the position and the run directory, for a backend's error messages
+    model_dir: Path
+
+
+class RunnerView(Protocol):
+    """What a callback may read, and change through the methods, at any hook point.
+
+    Read at every point: the position (`step`, `epoch`, `mode`, `inner_step` of
+    `phase_steps`), the settings (`pipeline`, `workflow`, `by_epoch`, `max_epochs`,
+    `max_iters`, batch sizes, `steps_per_epoch`), `model`, `optimizer`, `placement`.
+    After an iter: `outputs` (the last call's values) and `iter_seconds`; after a phase:
+    `phase_outputs` (its averaged values). `should_stop` / `failed` say a stop is asked.
+    A callback changes the run only by `request_stop`, `fail` and `save_checkpoint`.
+    """
+
+    pipeline: dict[str, Any]
+    model_dir: Path
+    model: Model
+    optimizer: Optimizer
+    placement: Placement
+    workflow: list[tuple[str, int]]
+    by_epoch: bool
+    max_epochs: int | None
+    max_iters: int | None
+    batch_size: int
+    global_batch_size: int
+    steps_per_epoch: int
+    mode: str
+    step: int
+    epoch: int
+    inner_step: int
+    phase_steps: int | None
+    outputs: dict[str, float]
+    phase_outputs: dict[str, float]
+    iter_seconds: float
+    should_stop: bool
+    failed: bool
+    resumed: bool
+
+    def request_stop(self, reason: str) -> None: ...
+    def fail(self, reason: str) -> None: ...
+    def save_checkpoint(self) -> str | None: ...
+    def summary_writer(self, mode: str) -> Any: ...
+    def train_graph_def(self) -> Any: ...
+    def log_metrics(self, mode: str, values: dict[str, Any]) -> None: ...
+    def print(self, message: str) -> None: ...
+    def notice(self, message: str) -> None: ...
+
+
+class ElasticRunner(RunnerView, Protocol):
+    """What an elastic backend needs beyond a callback's view: to save and move the position."""
+
+    def add_callback(self, callback: Callback) -> None: ...
+    def state_variables(self) -> list[Variable]: ...
+    def position(self) -> dict[str, int]: ...
+    def enter_world(self, step: int, epoch: int, epoch_examples: int) -> None: ...
+
+
+class Evaluator(RunnerView, Protocol):
+    """What a task that only evaluates checkpoints (a ps cluster's evaluator, `eval --watch`) needs."""
+
+    def watch(self) -> int: ...
+
+
+class Backend(Protocol):
+    """Placement and communication, nothing else: the loop never branches on a backend's name.
+
+    It says where this process sits (`placement`), how to split data (`num_shards`,
+    `shard_index`), how to reduce gradients (`wrap_tape`, or its own step calls), how every
+    rank starts from the same weights (`broadcast`) and how ranks agree (`reduce_metrics`,
+    `max_across_ranks`, `gather_strings`).
+    """
+
+    name: str
+    placement: Placement
+
+    @property
+    def num_shards(self) -> Any: ...
+    @property
+    def shard_index(self) -> Any: ...
+
+    def setup(self) -> None: ...
+    def scope(self) -> AbstractContextManager[Any]: ...
+    def prepare_model(self, model: Model) -> Model: ...
+    def lr_scale(self) -> float: ...
+    def make_train_call(self, parts: StepParts) -> StepCall: ...
+    def make_eval_call(self, parts: StepParts) -> StepCall: ...
+    def make_iterator(self, dataset_fn: Callable[[], Dataset]) -> Iterator[Any] | Any: ...
+    def trains(self) -> bool: ...
+    def wrap_tape(self, tape: Tape) -> Tape: ...
+    def broadcast(self, variables: list[Variable]) -> None: ...
+    def average_across_replicas(self, tensors: list[Tensor]) -> list[Tensor]: ...
+    def reduce_metrics(self, values: dict[str, float], weight: float = 1.0) -> dict[str, float]: ...
+    def max_across_ranks(self, value: int) -> int: ...
+    def gather_strings(self, value: str) -> list[str]: ...
+    def barrier(self) -> None: ...
+    def run_training(self, runner: ElasticRunner, train: Callable[[], None]) -> None: ...
+    def run_task(self, runner: Evaluator) -> int | None: ...
+    def shutdown(self) -> None: ...
+    def describe(self) -> str: ...

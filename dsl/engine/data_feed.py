@@ -1,0 +1,76 @@
+"""This rank's data for the loop: the train data of an epoch from a position, its eval share.
+
+Each epoch's order is derived from (seed, epoch), so a position inside it is a count of
+batches to skip instead of a saved shuffle buffer (resume), and every rank reads its own
+shard, cut before shuffling (the inputter's contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dsl.engine.contracts import Augmenter, Backend, Dataset, Inputter
+from dsl.errors import DslError
+
+
+class DataFeed:
+    """The inputter and augmenter as the backend shards them, for one process."""
+
+    def __init__(self, inputter: Inputter, augmenter: Augmenter, backend: Backend, batch_size: int, seed: int) -> None:
+        self.inputter = inputter
+        self.augmenter = augmenter
+        self.backend = backend
+        self.batch_size = batch_size
+        self.seed = seed
+
+    def train(self, epoch: int, skip: int) -> Callable[[], Dataset]:
+        """Builds this rank's train data of `epoch`, positioned after `skip` batches (resume)."""
+
+        def dataset_fn() -> Dataset:
+            seed = (self.seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
+            dataset = self.inputter.dataset(
+                "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index, seed=seed
+            )
+            return dataset.skip(skip) if skip else dataset
+
+        return dataset_fn
+
+    def eval_iterator(self, mode: str) -> Any:
+        """An iterator over this rank's share of `mode`'s data, without augmentation."""
+        return self.backend.make_iterator(lambda: self.inputter.dataset(
+            mode, self.augmenter.eval, self.backend.num_shards, self.backend.shard_index, seed=self.seed
+        ))
+
+    def eval_share(self, mode: str, max_steps: int | None) -> tuple[int, int]:
+        """This rank's eval batches and the examples they hold (`max_steps` may cut both)."""
+        total = self.inputter.num_examples(mode)
+        world, rank = self.backend.num_shards, self.backend.shard_index
+        mine: int = (total - rank + world - 1) // world  # examples of this rank's shard
+        steps = -(-mine // self.batch_size)
+        if max_steps:
+            steps = min(steps, max_steps)
+        return steps, min(mine, steps * self.batch_size)
+
+    def check(self, steps_per_epoch: int, world_size: int) -> None:
+        """At least one full batch per epoch on every rank."""
+        if not self.inputter.has_source("train"):
+            raise DslError("the inputter has no train data; set inputter.train")
+        if not steps_per_epoch:
+            examples = self.inputter.num_examples("train")
+            raise DslError(
+                f"inputter.batch_size {self.batch_size} x {world_size} process(es) is larger "
+                f"than the train data ({examples} examples): not one full batch per epoch; lower "
+                "inputter.batch_size or set inputter.drop_remainder: false"
+            )
+
+
+def explain_failure(exc: Any, mode: str, step: int) -> DslError:
+    """A TensorFlow runtime error as one line: which file (the inputter knows) or which step."""
+    from dsl.inputters._pipeline import explain_data_error
+
+    explained: DslError | None = explain_data_error(exc)
+    if explained is not None:
+        return explained
+    message = (exc.message or str(exc)).strip().splitlines()[0]
+    return DslError(f"TensorFlow failed in the {mode} phase at step {step}: {message}")
