@@ -22,14 +22,16 @@ from dsl.errors import DslError
 BatchNormalization = tf.keras.layers.BatchNormalization
 
 
-def convert_batch_norm(model: tf.keras.Model, synced_class: type) -> tf.keras.Model:
-    """`model` with every plain BatchNormalization layer made an instance of `synced_class`
-    (same configuration and weights); the model itself when it has none."""
+def convert_batch_norm(model: tf.keras.Model, synced_class: Any,
+                       setting: str = "runner.horovod.sync_batch_norm") -> tf.keras.Model:
+    """`model` with every plain BatchNormalization layer made by `synced_class` (a class or a
+    factory taking the layer's config; same configuration and weights); the model itself when
+    it has none. `setting` is the pipeline key that asked for it, named in errors."""
     if not any(type(layer) is BatchNormalization for layer in model.submodules):
         return model
     if not _is_graph_network(model):
         raise DslError(
-            f"runner.horovod.sync_batch_norm: the network {model.name!r} is not a Keras functional or "
+            f"{setting}: the network {model.name!r} is not a Keras functional or "
             "Sequential model, so its batch-norm layers cannot be swapped; set sync_batch_norm: false"
         )
     converted = _clone(model, synced_class)
@@ -37,7 +39,7 @@ def convert_batch_norm(model: tf.keras.Model, synced_class: type) -> tf.keras.Mo
     return converted
 
 
-def _clone(model: tf.keras.Model, synced_class: type) -> tf.keras.Model:
+def _clone(model: tf.keras.Model, synced_class: Any) -> tf.keras.Model:
     def clone_layer(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
         if type(layer) is BatchNormalization:
             # Synchronised statistics are computed op by op: there is no fused kernel for them.

@@ -36,7 +36,11 @@ def select_backend(runner_params: dict[str, Any], environ: Mapping[str, str] | N
         from backends.ps import ParameterServerBackend
 
         return ParameterServerBackend(runner_params, environ)
+    if name == "collective":
+        from backends.collective import CollectiveBackend
+
+        return CollectiveBackend(runner_params, environ)
     raise DslError(
         f"runner.backend resolved to {name!r}, which this version of dslrun does not provide "
-        "(available: local, horovod, ps). Run without horovodrun/mpirun, or set runner.backend: local."
+        "(available: local, horovod, ps, collective). Run without horovodrun/mpirun, or set runner.backend: local."
     )

@@ -44,6 +44,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"],
                         help="runner.precision of the dslrun case")
     parser.add_argument("--sync-bn", action="store_true", help="runner.horovod.sync_batch_norm of the dslrun case")
+    parser.add_argument("--backend", default="auto", choices=["auto", "collective"],
+                        help="runner.backend of the dslrun case (collective: one process per TF_CONFIG task)")
     parser.add_argument("--no-reconcile", action="store_true",
                         help="dslrun case without the per-call averaging of batch-norm statistics (to measure it)")
     parser.add_argument("--calls-of", type=int, default=1, help="replica_state case: steps per timed call")
@@ -93,6 +95,7 @@ modeler:
   optimizer: {{type: momentum, learning_rate: 0.1, momentum: 0.9}}
 runner:
   model_dir: {run}
+  backend: {backend}
   workflow: [[train, 1]]
   max_iters: {iters}
   intra_op_threads: {threads}
@@ -128,7 +131,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
         path.write_text(PIPELINE.format(inputter=inputter, augmenter=augmenter, depth=args.depth, run=run,
                                         iters=args.warmup + args.steps, threads=args.threads or "null",
                                         inter=args.inter or "null", precision=args.precision,
-                                        sync_bn="true" if args.sync_bn else "false"))
+                                        sync_bn="true" if args.sync_bn else "false", backend=args.backend))
         from dsl.engine.launch import build_runner
 
         if args.no_reconcile:
@@ -164,7 +167,7 @@ def run_replica_state(args: argparse.Namespace) -> None:
         path = Path(run) / "bench.yaml"
         path.write_text(PIPELINE.format(inputter=inputter, augmenter="none", depth=args.depth, run=run,
                                         iters=1, threads="null", inter="null", precision="float32",
-                                        sync_bn="false"))
+                                        sync_bn="false", backend="auto"))
         runner = build_runner(load_pipeline(path), resume=False)
         runner.restore()
         averaging = runner._train_call

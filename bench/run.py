@@ -33,6 +33,8 @@ def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = (
              marker: str = '"images_per_second"') -> dict:
     """One case as a subprocess; its JSON line holding `marker` (rank 0's under horovodrun)."""
     command = [sys.executable, str(ROOT / "bench" / "cases.py"), *args, "--launched-at", str(time.time())]
+    if ranks > 1 and "collective" in args:
+        return run_collective(command, ranks, marker)
     if ranks > 1:
         command = [*HOROVODRUN, *launcher_args, *command]
     result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=900)
@@ -41,6 +43,27 @@ def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = (
         if line.startswith("{") and marker in line:
             return json.loads(line)
     raise RuntimeError(f"case {args} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+
+
+def run_collective(command: list[str], ranks: int, marker: str) -> dict:
+    """`command` as the `ranks` tasks of a local collective cluster (TF_CONFIG each, as `dslrun
+    launch --backend collective` starts them); the chief's JSON line holding `marker`."""
+    from dsl.commands.launch import free_ports
+
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(ranks)]}
+    # Only the chief's output is read (the others' would fill their pipes unread).
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE if index == 0 else subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE if index == 0 else subprocess.DEVNULL, text=True,
+                                  env={**ENV, "TF_CONFIG": json.dumps({"cluster": cluster,
+                                                                       "task": {"type": "worker", "index": index}})})
+                 for index in range(ranks)]
+    stdout, stderr = processes[0].communicate(timeout=900)
+    for process in processes[1:]:
+        process.wait(timeout=120)
+    for line in stdout.splitlines():
+        if line.startswith("{") and marker in line:
+            return json.loads(line)
+    raise RuntimeError(f"collective case failed ({[p.returncode for p in processes]}):\n{stderr[-3000:]}")
 
 
 def summary(values: list[float]) -> dict:
@@ -156,7 +179,8 @@ def main() -> None:
     }
     p2 = interleaved({**multi_rank, "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1),
                       "dslrun_np2_no_reconcile": (["--case", "dslrun", "--no-reconcile", *per_rank], 2),
-                      "dslrun_np2_sync_bn": (["--case", "dslrun", "--sync-bn", *per_rank], 2)},
+                      "dslrun_np2_sync_bn": (["--case", "dslrun", "--sync-bn", *per_rank], 2),
+                      "collective_np2": (["--case", "dslrun", "--backend", "collective", *per_rank], 2)},
                      repeats)
     print("P2: allreduce time per step (Horovod timeline)", file=sys.stderr)
     allreduce = allreduce_times(multi_rank, int(steps[3]))
@@ -171,6 +195,9 @@ def main() -> None:
                                                                           ">= 1.2"),
         "P1b dslrun np2 / hand-written Horovod np2": (ratio(results, "dslrun_np2", "hvd_loop_np2"), ">= 1.1"),
         "P2 dslrun np2 / one process, 2 threads": (ratio(results, "dslrun_np2", "dslrun_2threads"), ">= 0.95"),
+        "collective np2 / Horovod np2 (runner.backend, same pipeline)": (
+            ratio(results, "collective_np2", "dslrun_np2"), ""),
+        "P2 collective np2 / one process, 2 threads": (ratio(results, "collective_np2", "dslrun_2threads"), ">= 0.95"),
         "P3 CSV+PNG+cifar augmenter / synthetic": (ratio(results, "dslrun_csv", "dslrun"), ">= 0.97"),
         "BN statistics averaged every call: dslrun np2 / the same without": (
             ratio(results, "dslrun_np2", "dslrun_np2_no_reconcile"), ""),

@@ -16,6 +16,7 @@ from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
 from dsl.outputs import check_phase_outputs
 from dsl.schedule_length import check_schedule_length
+from dsl.sections import RUNNER_PARAMS
 
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
 
@@ -264,17 +265,24 @@ def check_ps_cluster_cache(pipeline: dict[str, Any], sources: SourceMap) -> list
 
 
 def check_collective(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """runner.collective acts on the collective backend only; Horovod's sync_batch_norm has its own key there."""
+    """runner.collective acts on the collective backend only; Horovod's sync_batch_norm has its own key there.
+
+    Settings equal to their defaults are no error: `dslrun show` writes every default out.
+    """
     runner = pipeline.get("runner", {})
     backend = runner.get("backend", "auto")
     found = []
-    if backend != "collective" and any(tuple(p[:2]) == ("runner", "collective") for p in sources):
-        path: JsonPath = ("runner", "collective")
+    defaults = {key: prop["default"] for key, prop in RUNNER_PARAMS["collective"]["properties"].items()}
+    collective = runner.get("collective")
+    changed = sorted(key for key, value in (collective if isinstance(collective, dict) else {}).items()
+                     if key in defaults and value != defaults[key])
+    if backend != "collective" and changed:
+        path: JsonPath = ("runner", "collective", changed[0])
         found.append(Diagnostic.at(
             sources.locate(path, key=True), path,
             f"runner.collective configures the collective backend, but runner.backend is {backend} "
-            f"({_line(sources, ('runner', 'backend'))}), so it would have no effect; set runner.backend: "
-            "collective (and start it with `dslrun launch --backend collective`), or remove runner.collective",
+            f"({_line(sources, ('runner', 'backend'))}), so {', '.join(changed)} would have no effect; set "
+            "runner.backend: collective (and start it with `dslrun launch --backend collective`), or remove them",
         ))
     horovod = runner.get("horovod")
     if backend == "collective" and isinstance(horovod, dict) and horovod.get("sync_batch_norm") is True:

@@ -28,11 +28,13 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
     "backend": {
         "description": (
             "Where the loop runs: `local` (one process), `horovod` (allreduce across the ranks "
-            "horovodrun/mpirun started), `ps` (a TensorFlow parameter-server cluster), or `auto` "
-            "(Horovod when started by horovodrun/mpirun, local otherwise)."
+            "horovodrun/mpirun started), `collective` (TensorFlow's own allreduce, "
+            "MultiWorkerMirroredStrategy, across the workers TF_CONFIG names; no Horovod needed), "
+            "`ps` (a TensorFlow parameter-server cluster), or `auto` (Horovod when started by "
+            "horovodrun/mpirun, local otherwise)."
         ),
         "type": "string",
-        "enum": ["auto", "local", "horovod", "ps"],
+        "enum": ["auto", "local", "horovod", "collective", "ps"],
         "default": "auto",
     },
     "lr_scaling": {
@@ -161,6 +163,56 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
             },
         },
         "default": None,
+    },
+    "collective": {
+        "description": (
+            "TensorFlow collective allreduce settings (MultiWorkerMirroredStrategy), used when the "
+            "backend is collective. Start the workers with `dslrun launch --backend collective`, or "
+            "set TF_CONFIG on every host."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "communication": {
+                "description": (
+                    "All-reduce implementation: auto (TensorFlow picks: NCCL on GPUs, ring otherwise), "
+                    "ring (gRPC, any device), or nccl (NVIDIA GPUs)."
+                ),
+                "type": "string",
+                "enum": ["auto", "ring", "nccl"],
+                "default": "auto",
+            },
+            "heartbeat_timeout_seconds": {
+                "description": (
+                    "A worker that sends no heartbeat for this long is declared lost, and the others "
+                    "stop with an error naming it instead of waiting in a collective forever."
+                ),
+                "type": "number",
+                "minimum": 1,
+                "default": 20,
+            },
+            "timeout_seconds": {
+                "description": (
+                    "Fail any single collective that takes longer than this (a worker alive but "
+                    "stuck); null: no limit. Keep it above the longest pause of one worker, such as "
+                    "the chief writing a checkpoint."
+                ),
+                "type": ["number", "null"],
+                "exclusiveMinimum": 0,
+                "default": None,
+            },
+            "sync_batch_norm": {
+                "description": (
+                    "Compute batch-norm statistics over the global batch (all workers) in every "
+                    "training step (Keras BatchNormalization(synchronized=True)): for small per-worker "
+                    "batches. Off: each worker normalises with its own batch, and the moving "
+                    "statistics are averaged across workers after every call."
+                ),
+                "type": "boolean",
+                "default": False,
+            },
+        },
+        "default": {},
     },
     "ps": {
         "description": "Parameter-server settings, used when the backend is ps.",

@@ -1,7 +1,8 @@
 """`dslrun doctor`: what this environment can run, and what is wrong with it.
 
 Reports TensorFlow, Keras, Horovod (frameworks, controllers, tensor operations — what
-`horovodrun --check-build` shows), the MPI implementation, mpi4py and GPUs. Exits 1 when
+`horovodrun --check-build` shows), the MPI implementation, mpi4py, GPUs, and which backends
+(local, horovod, collective, ps) can run here and why not. Exits 1 when
 the stack cannot train: no TensorFlow, or TensorFlow >= 2.16 / Keras 3, with which
 Horovod 0.28.1 neither builds nor runs.
 
@@ -20,6 +21,7 @@ from typing import Any
 import click
 
 from dsl.commands._common import set_option
+from dsl.commands._doctor_backends import backend_support, describe, strategies
 from dsl.commands._hosts import make_ssh, ssh_options
 
 
@@ -85,9 +87,11 @@ def collect() -> tuple[dict[str, Any], list[str]]:
         facts["keras"] = keras_version
         facts["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
         problems += version_problems(tf_version, str(keras_version))
+        facts.update(strategies(tf))
     facts["horovod"] = _horovod()
     facts["mpi"] = _mpi()
     facts["mpi4py"] = _version("mpi4py")
+    facts["backends"] = backend_support(facts)
     return facts, problems
 
 
@@ -139,6 +143,9 @@ def command(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hos
             click.echo("Horovod     not installed (make install builds it)")
         click.echo(f"MPI         {facts['mpi'] or 'not found (apt-get install openmpi-bin libopenmpi-dev)'}")
         click.echo(f"mpi4py      {facts['mpi4py'] or 'not installed'}")
+        click.echo("Backends    (runner.backend)")
+        for line in describe(facts["backends"]):
+            click.echo(line)
     for problem in problems:
         click.echo(f"dslrun: error: {problem}", err=True)
     sys.exit(1 if problems else 0)

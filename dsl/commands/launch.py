@@ -1,6 +1,10 @@
-"""`dslrun launch --backend ps --workers N --ps M [--hosts A,B] FILE`: a whole parameter-server cluster.
+"""`dslrun launch --backend ps|collective --workers N [--ps M] [--hosts A,B] FILE`: a whole cluster.
 
-One process per task (chief, workers, ps, optionally an evaluator), each running the same
+`--backend ps`: a parameter-server cluster (chief, N workers, M ps, optionally an evaluator).
+`--backend collective`: N training processes of TensorFlow's allreduce (a chief and N-1
+workers; every one trains, and each ends on its own when training ends).
+
+One process per task, each running the same
 `python -m dsl run FILE` with its own TF_CONFIG: here on free loopback ports, or with
 `--hosts` spread over those hosts through ssh, on free ports each host names
 (dsl.commands._launch_hosts: placement, addresses, environment). Their output is streamed
@@ -8,8 +12,10 @@ with a task prefix (`[chief] ...`, `[worker:0] ...`) either way.
 
 Tear-down, so that no process outlives the launcher:
 - the chief's exit ends the job (workers and ps serve forever otherwise); its status is the
-  launcher's; the evaluator gets `--evaluator-timeout` seconds to evaluate the last checkpoint;
-- any other task exiting first is a failure: the job stops, naming that task;
+  launcher's; the evaluator gets `--evaluator-timeout` seconds to evaluate the last checkpoint,
+  collective workers `--grace-seconds` to finish as the chief did;
+- any other task exiting first is a failure (a collective worker: exiting non-zero): the job
+  stops, naming that task;
 - SIGTERM/SIGINT to the launcher: the chief gets SIGTERM (it saves a checkpoint), then
   every task is terminated, and killed after `--grace-seconds`;
 - each task runs in its own process group and is started with PR_SET_PDEATHSIG, so the
@@ -56,6 +62,7 @@ class Task:
     process: subprocess.Popen | None = None
     reader: threading.Thread | None = field(default=None, repr=False)
     host: str | None = None
+    finishes: bool = False  # ends on its own with status 0 when training is done (collective workers)
 
     @property
     def label(self) -> str:
@@ -107,7 +114,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def cluster_spec(workers: int, ps: int, host: str = "127.0.0.1") -> dict[str, list[str]]:
-    """Loopback addresses for a chief, `workers` workers and `ps` parameter servers."""
+    """Loopback addresses for a chief, `workers` workers and `ps` parameter servers (none: a collective cluster)."""
     ports = iter(free_ports(1 + workers + ps, host))
     return {
         "chief": [f"{host}:{next(ports)}"],
@@ -116,18 +123,30 @@ def cluster_spec(workers: int, ps: int, host: str = "127.0.0.1") -> dict[str, li
     }
 
 
+def backend_settings(backend: str) -> tuple[str, ...]:
+    """The `--set` overrides that make a pipeline run as a task of a `backend` cluster."""
+    return ("runner.backend=collective",) if backend == "collective" else ("runner.backend=ps", "runner.ps.mode=cluster")
+
+
 def plan_tasks(path: str, overrides: Sequence[str], cluster: dict[str, list[str]], evaluator: bool) -> list[Task]:
-    """The command and environment of every task; the evaluator is not part of the cluster spec."""
+    """The command and environment of every task; the evaluator is not part of the cluster spec.
+
+    A cluster without ps tasks is a collective one: every task trains, and its TF_CONFIG
+    names only the chief and the workers.
+    """
+    backend = "ps" if cluster.get("ps") else "collective"
+    if backend == "collective":
+        cluster = {job: addresses for job, addresses in cluster.items() if addresses}
     command = [sys.executable, "-m", "dsl", "run", path]
-    for override in (*overrides, "runner.backend=ps", "runner.ps.mode=cluster"):
+    for override in (*overrides, *backend_settings(backend)):
         command += ["--set", override]
-    roles = [("chief", 0)] + [("worker", i) for i in range(len(cluster["worker"]))]
-    roles += [("ps", i) for i in range(len(cluster["ps"]))] + ([("evaluator", 0)] if evaluator else [])
+    roles = [("chief", 0)] + [("worker", i) for i in range(len(cluster.get("worker", [])))]
+    roles += [("ps", i) for i in range(len(cluster.get("ps", [])))] + ([("evaluator", 0)] if evaluator else [])
     tasks = []
     for role, index in roles:
         config = {"cluster": cluster, "task": {"type": role, "index": index}}
         env = {**os.environ, "TF_CONFIG": json.dumps(config), "PYTHONUNBUFFERED": "1"}
-        tasks.append(Task(role, index, list(command), env))
+        tasks.append(Task(role, index, list(command), env, finishes=backend == "collective" and role == "worker"))
     return tasks
 
 
@@ -181,7 +200,7 @@ class Cluster:
             if task.role == "chief" or task.process is None:
                 continue
             code = task.process.poll()
-            if code is not None and not (task.role == "evaluator" and code == 0):
+            if code is not None and not ((task.role == "evaluator" or task.finishes) and code == 0):
                 return task
         return None
 
@@ -245,6 +264,9 @@ def run_cluster(cluster: Cluster, evaluator_timeout: float, poll_seconds: float 
 
 def _after_chief(cluster: Cluster, code: int, evaluator_timeout: float) -> int:
     evaluator = cluster.task("evaluator")
+    finishing = [task for task in cluster.tasks if task.finishes]
+    if code == 0 and finishing and not cluster.wait(finishing, cluster.grace_seconds):
+        cluster.say(f"a worker did not finish within {cluster.grace_seconds:g} s of the chief; stopping it")
     servers = [task for task in cluster.tasks if task.role in ("worker", "ps")]
     cluster.stop(servers)
     if evaluator is not None:
@@ -259,10 +281,11 @@ def _after_chief(cluster: Cluster, code: int, evaluator_timeout: float) -> int:
 @click.command("launch")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @set_option
-@click.option("--backend", type=click.Choice(["ps"]), default="ps", show_default=True,
-              help="The cluster to start: ps (TensorFlow parameter servers).")
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Number of worker tasks.")
-@click.option("--ps", "num_ps", type=click.IntRange(min=1), default=1, show_default=True, help="Number of ps tasks.")
+@click.option("--backend", type=click.Choice(["ps", "collective"]), default="ps", show_default=True,
+              help="The cluster to start: ps (TensorFlow parameter servers) or collective (TensorFlow allreduce).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Number of worker tasks (collective: training processes, the chief included).")
+@click.option("--ps", "num_ps", type=click.IntRange(min=1), default=None, help="Number of ps tasks (ps only; default 1).")
 @click.option("--evaluator", is_flag=True, help="Also start an evaluator task that evaluates every checkpoint once.")
 @click.option("--grace-seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="How long tasks may take to stop after SIGTERM before they are killed.")
@@ -276,11 +299,20 @@ def _after_chief(cluster: Cluster, code: int, evaluator_timeout: float) -> int:
 @click.option("-x", "--env", "env_vars", multiple=True, metavar="NAME[=VALUE]",
               help="With --hosts: also pass this environment variable to every task (repeatable).")
 @ssh_options
-def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, num_ps: int, evaluator: bool,
+def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, num_ps: int | None, evaluator: bool,
             grace_seconds: float, evaluator_timeout: float, hosts: str | None, network_interfaces: str | None,
             env_vars: tuple[str, ...], **ssh: Any) -> None:
-    """Start a parameter-server cluster that trains FILE, here or across --hosts; every task's output is
-    prefixed with its name."""
+    """Start a parameter-server or collective-allreduce cluster that trains FILE, here or across --hosts;
+    every task's output is prefixed with its name."""
+    if backend == "collective":
+        given = [name for name, value in (("--ps", num_ps), ("--evaluator", evaluator)) if value]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only make sense with --backend ps: every task of a "
+                                   "collective cluster trains (evaluate its checkpoints with `dslrun eval`)")
+        # N training processes: the chief and N-1 workers, no ps.
+        workers, num_ps = workers - 1, 0
+    elif num_ps is None:
+        num_ps = 1
     if hosts is None:
         given = [name for name, value in (("--network-interfaces", network_interfaces), ("--env", env_vars),
                  ("--ssh-port", ssh["ssh_port"]), ("--ssh-identity-file", ssh["ssh_identity_file"]),
@@ -288,7 +320,7 @@ def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, n
         if given:
             raise click.UsageError(f"{', '.join(given)} only make sense with --hosts")
     host_names = parse_hosts(hosts) if hosts is not None else None
-    spec = load_or_exit(path, (*overrides, "runner.backend=ps", "runner.ps.mode=cluster"))
+    spec = load_or_exit(path, (*overrides, *backend_settings(backend)))
     model_dir = spec["runner"].get("model_dir")
     if host_names is None:
         if model_dir:

@@ -31,11 +31,12 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
 
 
 def single_process(pipeline: dict[str, Any]) -> dict[str, Any]:
-    """`pipeline` for eval/predict/export: a ps pipeline's checkpoints are read on the local backend.
+    """`pipeline` for eval/predict/export: a ps or collective pipeline's checkpoints are read on the
+    local backend.
 
     They need no cluster, and a cluster pipeline would wait for TF_CONFIG and its servers.
     """
-    if pipeline["runner"].get("backend") == "ps":
+    if pipeline["runner"].get("backend") in ("ps", "collective"):
         pipeline = {**pipeline, "runner": {**pipeline["runner"], "backend": "local"}}
     return pipeline
 
