@@ -63,10 +63,17 @@ def entries(section: str | None = None) -> list[Entry]:
             for component in registry.components(current):
                 definition = defs[f"{current}.{component.type}"]
                 properties = {k: v for k, v in definition["properties"].items() if k != "type"}
-                found.append(
-                    Entry(current, component.type, component.description, _rows(properties, set(definition["required"])))
-                )
+                description = component.description + _former_names(component)
+                found.append(Entry(current, component.type, description, _rows(properties, set(definition["required"]))))
     return found
+
+
+def _former_names(component: registry.Component) -> str:
+    """' Formerly `eval_basic` (still accepted, with a warning).' for a renamed type."""
+    if not component.aliases:
+        return ""
+    names = " or ".join(f"`{name}`" for name in component.aliases)
+    return f" Formerly {names} (still accepted, with a warning)."
 
 
 def _rows(

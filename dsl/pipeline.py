@@ -1,6 +1,6 @@
 """The one entry point from a pipeline file to the resolved pipeline the engine compiles.
 
-    file ─load─► tree ─extends─► ─${ENV}─► ─--set─► ─JSON Schema─► ─defaults─► ─checks─► resolved
+    file ─load─► tree ─extends─► ─${ENV}─► ─--set─► ─former type names─► ─JSON Schema─► ─defaults─► ─checks─► resolved
 
 Every pass reports located diagnostics instead of stopping at the first problem, so one
 `dslrun validate` lists every mistake of a file. Nothing here imports TensorFlow.
@@ -44,6 +44,7 @@ def check_pipeline_with_sources(
     diagnostics = list(tree.diagnostics)
     if tree.value is None or tree.incomplete:
         return None, _sorted(diagnostics), tree.sources
+    diagnostics += rename_former_types(tree.value, tree.sources)
     schema_problems = validate_tree(tree.value, tree.sources)
     known = {d.path for d in diagnostics}
     diagnostics += [d for d in schema_problems if not _at_or_below_any(d.path, known)]
@@ -58,6 +59,32 @@ def check_pipeline_with_sources(
     if any(is_error(d) for d in diagnostics):
         return None, _sorted(diagnostics), tree.sources
     return resolved, _sorted(diagnostics), tree.sources
+
+
+def rename_former_types(tree: Any, sources: SourceMap) -> list[Diagnostic]:
+    """Replace each component type written under a former name (`eval_basic`) by its name now.
+
+    Old pipelines keep validating and running; each renamed type is a warning at the place
+    it was written, naming the new name, from `dslrun validate` and from every run alike.
+    """
+    from dsl import registry, sections
+
+    if not isinstance(tree, dict):
+        return []
+    warnings = []
+    for key, kind in sections.COMPONENT_SECTIONS.items():
+        value = tree.get(key)
+        found = list(enumerate(value)) if kind == "callback" and isinstance(value, list) else [(None, value)]
+        for index, section in found:
+            former = section.get("type") if isinstance(section, dict) else None
+            current = registry.renamed(kind, former) if isinstance(former, str) else None
+            if current is None:
+                continue
+            section["type"] = current
+            path: tuple[str | int, ...] = (key, "type") if index is None else (key, index, "type")
+            message = f"{kind} type {former!r} is now called {current!r}; the old name still works, but rename it"
+            warnings.append(Diagnostic.at(sources.locate(path), path, message, severity="warning"))
+    return warnings
 
 
 def load_pipeline(path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, Any]:

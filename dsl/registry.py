@@ -73,6 +73,7 @@ class Component:
     outputs: Outputs | None = None
     reads: tuple[str, ...] = ()
     examples: Callable[..., Any] | None = None
+    aliases: tuple[str, ...] = ()
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -92,6 +93,8 @@ class Component:
 
 
 _REGISTRY: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+# kind -> {old type name: the type it was renamed to}
+_ALIASES: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
 _LOADED = False
 
 
@@ -106,6 +109,7 @@ def register(
     outputs: Outputs | None = None,
     reads: tuple[str, ...] | list[str] = (),
     examples: Callable[..., Any] | None = None,
+    aliases: tuple[str, ...] | list[str] = (),
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -117,8 +121,10 @@ def register(
     phase outputs the component adds (`{"train": [...], "val": [...]}`); `reads` names the
     outputs it always reads (`"val/accuracy"`), so that `dslrun validate` can tell a
     misspelt or missing output before a run starts. `examples` (inputters) lists the data
-    without TensorFlow for `dslrun validate --data` (see `dsl.datacheck`). `extra` is merged
-    into the component's schema (e.g. `allOf` for cross-field rules).
+    without TensorFlow for `dslrun validate --data` (see `dsl.datacheck`). `aliases` are
+    former names of the type: pipelines that use them keep working, with a warning naming
+    the new one (see `renamed`). `extra` is merged into the component's schema (e.g.
+    `allOf` for cross-field rules).
     """
     if kind not in KINDS:
         raise RegistryError(f"unknown component kind {kind!r}; kinds are {', '.join(KINDS)}")
@@ -131,9 +137,12 @@ def register(
         )
 
     def decorator(builder: Callable[..., Any]) -> Callable[..., Any]:
-        if type in _REGISTRY[kind]:
-            other = _REGISTRY[kind][type].module
-            raise RegistryError(f"{kind} type {type!r} is registered twice ({other} and {builder.__module__})")
+        for name in (type, *aliases):
+            if name in _REGISTRY[kind] or name in _ALIASES[kind]:
+                owner = _REGISTRY[kind].get(_ALIASES[kind].get(name, name))
+                other = owner.module if owner else "?"
+                raise RegistryError(f"{kind} type {name!r} is registered twice ({other} and {builder.__module__})")
+        _ALIASES[kind].update(dict.fromkeys(aliases, type))
         _REGISTRY[kind][type] = Component(
             kind=kind,
             type=type,
@@ -147,6 +156,7 @@ def register(
             outputs=outputs,
             reads=tuple(reads),
             examples=examples,
+            aliases=tuple(aliases),
         )
         return builder
 
@@ -179,11 +189,17 @@ def load_all() -> None:
     _LOADED = True
 
 
+def renamed(kind: str, type: str) -> str | None:
+    """The current name of `type` when it is a former name of a `kind` type, else None."""
+    load_all()
+    return _ALIASES.get(kind, {}).get(type)
+
+
 def lookup(kind: str, type: str) -> Component:
-    """The component registered as `type` of `kind`; a clear error when there is none."""
+    """The component registered as `type` (or under a former name) of `kind`; a clear error when there is none."""
     load_all()
     try:
-        return _REGISTRY[kind][type]
+        return _REGISTRY[kind][_ALIASES.get(kind, {}).get(type, type)]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY.get(kind, {}))) or "none"
         raise RegistryError(

@@ -410,3 +410,59 @@ def test_list_command() -> None:
     result = run("list", "netwrk")
     assert result.exit_code == 2 and "did you mean 'network'?" in result.output
     assert run("list", "--markdown").stdout == render_markdown()
+
+
+# ------------------------------------------------------------------ former callback names
+
+OLD_NAMES = {"eval_basic": "val_basic", "eval_loss": "val_loss", "eval_accuracy": "val_accuracy",
+             "eval_summary": "val_summary", "eval_speed": "val_speed"}
+
+
+def old_pipeline(tmp_path: Path) -> Path:
+    listed = "".join(f"  - type: {old}\n" for old in OLD_NAMES)
+    return variant(tmp_path, "old.yaml", "  - type: progress\n", "  - type: progress\n" + listed)
+
+
+def test_former_callback_names_validate_with_a_located_warning_naming_the_new_one(tmp_path: Path) -> None:
+    path = old_pipeline(tmp_path)
+    result = run("validate", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"{path}:{20 + index}:11: warning: callbacks[{2 + index}].type: callback type {old!r} is now called "
+        f"{new!r}; the old name still works, but rename it"
+        for index, (old, new) in enumerate(OLD_NAMES.items())
+    ]
+    assert result.stderr.strip() == "1 file, 0 invalid, 0 errors, 5 warnings"
+
+
+def test_former_callback_names_resolve_to_the_new_ones(tmp_path: Path) -> None:
+    result = run("show", str(old_pipeline(tmp_path)))
+    assert result.exit_code == 0
+    types = [c["type"] for c in yaml.safe_load(result.stdout)["callbacks"]]
+    assert types == ["checkpoint", "progress", *OLD_NAMES.values()]
+    assert result.stderr.count("warning: callbacks[") == 5
+
+
+def test_a_run_of_former_callback_names_warns_and_builds_the_new_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `dslrun run` hands the engine: the new names, after the same located warnings."""
+    import sys
+    import types
+
+    from dsl.errors import DslError
+
+    def build_runner(pipeline: dict, **_: object) -> None:
+        raise DslError("engine got " + ", ".join(c["type"] for c in pipeline["callbacks"]))
+
+    monkeypatch.setitem(sys.modules, "dsl.engine.launch", types.SimpleNamespace(build_runner=build_runner))
+    result = run("run", str(old_pipeline(tmp_path)))
+    assert result.stderr.count("is now called") == 5
+    assert result.stderr.splitlines()[-1] == "dslrun: error: engine got checkpoint, progress, " + ", ".join(OLD_NAMES.values())
+
+
+def test_registry_finds_a_callback_by_its_former_name() -> None:
+    for old, new in OLD_NAMES.items():
+        assert registry.renamed("callback", old) == new
+        assert registry.lookup("callback", old) is registry.lookup("callback", new)
+    assert "eval_basic" not in registry.types("callback") and registry.renamed("callback", "val_basic") is None

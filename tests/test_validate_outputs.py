@@ -101,10 +101,10 @@ def test_a_monitor_of_a_phase_the_workflow_lacks_is_an_error(tmp_path: Path) -> 
 
 
 def test_a_reporter_of_a_missing_phase_is_a_warning(tmp_path: Path) -> None:
-    text = edit("  - type: checkpoint\n", "  - type: checkpoint\n  - type: eval_accuracy\n")
+    text = edit("  - type: checkpoint\n", "  - type: checkpoint\n  - type: val_accuracy\n")
     code, lines = validate(tmp_path, edit("[[train, 1], [val, 1]]", "[[train, 1]]", text))
     assert code == 0
-    assert len(lines) == 1 and lines[0].startswith("15:11: warning: callbacks[1].type: eval_accuracy reads "
+    assert len(lines) == 1 and lines[0].startswith("15:11: warning: callbacks[1].type: val_accuracy reads "
                                                    "val/accuracy, but runner.workflow")
 
 

@@ -1,4 +1,4 @@
-"""Base classes of the callbacks that print one output (train_loss, eval_accuracy, ...).
+"""Base classes of the callbacks that print one output (train_loss, val_accuracy, ...).
 
 Pure Python: the printing callbacks subclass these and only pick the output's name.
 """
@@ -47,7 +47,7 @@ class TrainValueReporter(Callback):
         self._reset_window()
 
 
-class EvalValueReporter(Callback):
+class ValValueReporter(Callback):
     """Prints a val output (over the whole val phase) at the end of each val phase."""
 
     output_name = "loss"

@@ -1,9 +1,9 @@
-"""`train_accuracy` / `eval_accuracy`: print the accuracy while training and after each validation."""
+"""`train_accuracy` / `val_accuracy`: print the accuracy while training and after each validation."""
 
 from __future__ import annotations
 
 from dsl.callbacks._common import every_n_iters_param
-from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
+from dsl.callbacks._reporters import TrainValueReporter, ValValueReporter
 from dsl.registry import register
 
 
@@ -22,10 +22,11 @@ class TrainAccuracy(TrainValueReporter):
 
 @register(
     "callback",
-    "eval_accuracy",
+    "val_accuracy",
+    aliases=("eval_accuracy",),  # its former name, before it matched the workflow's `val`
     params={},
     description="Print the validation accuracy at the end of each validation phase.",
     reads=("val/accuracy",),
 )
-class EvalAccuracy(EvalValueReporter):
+class ValAccuracy(ValValueReporter):
     output_name = "accuracy"

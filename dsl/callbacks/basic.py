@@ -1,4 +1,4 @@
-"""`train_basic` and `eval_basic`: the run's header and closing lines, and a one-line val report.
+"""`train_basic` and `val_basic`: the run's header and closing lines, and a one-line val report.
 
 The runner already appends every phase's values to the metrics file; these callbacks are
 what a person watching the console reads.
@@ -54,14 +54,15 @@ class TrainBasic(Callback):
 
 @register(
     "callback",
-    "eval_basic",
+    "val_basic",
+    aliases=("eval_basic",),  # its former name, before it matched the workflow's `val`
     params={},
     description=(
         "Print one line with every validation output after each validation phase, and the best accuracy so far."
     ),
     unique=True,
 )
-class EvalBasic(Callback):
+class ValBasic(Callback):
     """`val epoch 3/10 (step 1170): loss 0.8123, accuracy 0.7012 (best accuracy 0.7012 at step 1170)`."""
 
     priority = "VERY_LOW"

@@ -1,9 +1,9 @@
-"""`train_loss` / `eval_loss`: print the loss while training and after each validation."""
+"""`train_loss` / `val_loss`: print the loss while training and after each validation."""
 
 from __future__ import annotations
 
 from dsl.callbacks._common import every_n_iters_param
-from dsl.callbacks._reporters import EvalValueReporter, TrainValueReporter
+from dsl.callbacks._reporters import TrainValueReporter, ValValueReporter
 from dsl.registry import register
 
 
@@ -25,10 +25,11 @@ class TrainLoss(TrainValueReporter):
 
 @register(
     "callback",
-    "eval_loss",
+    "val_loss",
+    aliases=("eval_loss",),  # its former name, before it matched the workflow's `val`
     params={},
     description="Print the mean validation loss at the end of each validation phase.",
     reads=("val/loss",),
 )
-class EvalLoss(EvalValueReporter):
+class ValLoss(ValValueReporter):
     output_name = "loss"

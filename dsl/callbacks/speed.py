@@ -1,4 +1,4 @@
-"""`train_speed` / `eval_speed`: throughput in images per second (all ranks) and ms per step.
+"""`train_speed` / `val_speed`: throughput in images per second (all ranks) and ms per step.
 
 The first calls of a run are slow for reasons that are not the model's speed (tracing the
 `tf.function`, filling the input pipeline), so the first `warmup_iters` calls in each mode
@@ -93,7 +93,8 @@ class TrainSpeed(_Speed):
 
 @register(
     "callback",
-    "eval_speed",
+    "val_speed",
+    aliases=("eval_speed",),  # its former name, before it matched the workflow's `val`
     params={
         "every_n_iters": every_n_iters_param(
             None, "Print the validation throughput of the last steps", "validation steps"
@@ -102,5 +103,5 @@ class TrainSpeed(_Speed):
     },
     description="Print validation throughput (images/s over all ranks, ms/step) at the end of each validation phase.",
 )
-class EvalSpeed(_Speed):
+class ValSpeed(_Speed):
     mode = "val"

@@ -1,4 +1,4 @@
-"""`train_summary` / `eval_summary`: TensorBoard scalars, and the compiled train graph once.
+"""`train_summary` / `val_summary`: TensorBoard scalars, and the compiled train graph once.
 
 Events go to model_dir/tensorboard/<phase> through `runner.summary_writer(phase)`. Tags:
 `train/<output>` for the values of single calls (loss, accuracy, learning_rate, ...) and
@@ -75,12 +75,13 @@ class TrainSummary(Callback):
 
 @register(
     "callback",
-    "eval_summary",
+    "val_summary",
+    aliases=("eval_summary",),  # its former name, before it matched the workflow's `val`
     params={},
     description="Write the validation outputs of each validation phase to TensorBoard.",
     unique=True,
 )
-class EvalSummary(Callback):
+class ValSummary(Callback):
     priority = "LOW"
     chief_only = True
 
