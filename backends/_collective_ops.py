@@ -133,11 +133,12 @@ class HostCollectives:
             for index, value in zip(indices, summed):
                 variables[index].assign(tf.cast(value, variables[index].dtype))
 
-    def gather(self, row: np.ndarray) -> np.ndarray:
+    def gather(self, row: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """[world_size, len(row)]: every rank's `row` (int64 or float64)."""
         matrix = np.zeros((self.world_size, row.size), dtype=row.dtype)
         matrix[self.rank] = row
-        return self.sum([tf.constant(matrix)])[0].numpy()
+        gathered: np.ndarray[Any, Any] = self.sum([tf.constant(matrix)])[0].numpy()
+        return gathered
 
 
 @tf.function

@@ -126,7 +126,7 @@ class CollectiveBackend(Backend):
         return self.cluster[task[0]][task[1]]
 
     # ----------------------------------------------------------------- loop interface
-    def scope(self) -> contextlib.AbstractContextManager:
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
         from backends._collective_ops import local_replica_variables
 
         stack = contextlib.ExitStack()

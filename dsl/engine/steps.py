@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import tensorflow as tf
 
@@ -82,7 +82,7 @@ def make_train_call(
     metrics: dict[str, tf.keras.metrics.Metric],
     wrap_tape: Callable[[tf.GradientTape], Any],
     jit_compile: bool,
-    traces: Counter,
+    traces: Counter[str],
     average: Average | None = None,
     strategy: tf.distribute.Strategy | None = None,
 ) -> Callable[[Any, tf.Tensor], dict[str, tf.Tensor]]:
@@ -108,6 +108,7 @@ def make_train_call(
     others = {name: metric for name, metric in metrics.items() if name != "loss"}
 
     def reconcile_replicas() -> None:
+        assert average is not None
         reconcile(replica_local_variables(model), average)
 
     @tf.function
@@ -126,7 +127,7 @@ def make_train_call(
         outputs["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
         return outputs
 
-    return train_call
+    return cast(Callable[[Any, tf.Tensor], dict[str, tf.Tensor]], train_call)  # tf.function is untyped
 
 
 def _local_runner(step: Step) -> Callable[[Any], tf.Tensor]:
@@ -151,7 +152,7 @@ def make_eval_call(
     model: tf.keras.Model,
     modeler: Any,
     metrics: dict[str, tf.keras.metrics.Metric],
-    traces: Counter,
+    traces: Counter[str],
 ) -> Callable[[Any, tf.Tensor], dict[str, tf.Tensor]]:
     """A `tf.function(iterator, num_steps)` evaluating `num_steps` batches in inference mode."""
     loss_metric = metrics["loss"]
@@ -172,7 +173,7 @@ def make_eval_call(
         outputs.update({name: metric.result() for name, metric in others.items()})
         return outputs
 
-    return eval_call
+    return cast(Callable[[Any, tf.Tensor], dict[str, tf.Tensor]], eval_call)  # tf.function is untyped
 
 
 def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[[tf.Tensor], tf.Tensor]) -> Any:
@@ -181,6 +182,6 @@ def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[
     @tf.function
     def predict_call(images: tf.Tensor) -> dict[str, tf.Tensor]:
         prepared = tf.map_fn(preprocess, images)
-        return modeler.predictions(model(prepared, training=False))
+        return cast(dict[str, tf.Tensor], modeler.predictions(model(prepared, training=False)))
 
     return predict_call
