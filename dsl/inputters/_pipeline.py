@@ -129,7 +129,7 @@ class BaseInputter:
             data = self._shuffled(data, mode, num_shards, seed)
             data = data.map(self._decode, num_parallel_calls=calls)
             data = self._skipping_corrupt(data, mode, num_shards, shard_index)
-        if augment is not None:
+        if changes_images(augment):
             data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
         data = data.batch(self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
         prefetch = parallelism(self.params["prefetch"])
@@ -242,6 +242,13 @@ class FileListInputter(BaseInputter):
 
     def _decode(self, path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         return decode_image(tf.io.read_file(path), self.image_shape), label
+
+
+def changes_images(augment: Callable[..., tf.Tensor] | None) -> bool:
+    """Whether `augment` must be mapped over the examples: not when absent, nor when it is a
+    method of an augmenter that declares `changes_images = False` (`none`), whose map would
+    only cost tf.data CPU for every example."""
+    return augment is not None and getattr(getattr(augment, "__self__", None), "changes_images", True)
 
 
 def _augmented(

@@ -16,9 +16,11 @@ from dsl.inputters._common import MODES
 from dsl.inputters._pipeline import (
     ASSERT_MARKER,
     BaseInputter,
+    changes_images,
     decode_image,
     fit_image,
     label_checked,
+    parallelism,
 )
 
 
@@ -107,6 +109,28 @@ class SyntheticInputter(CountedInputter):
             self._sizes[mode] = size
         self._images = tf.concat(images, axis=0)
         self._labels = tf.concat(labels, axis=0)
+
+    def dataset(self, mode: str, augment: Any = None, num_shards: int = 1, shard_index: int = 0,
+                seed: int | None = None) -> tf.data.Dataset:
+        """The shared pipeline's batches, made a batch at a time when nothing changes the images.
+
+        Example numbers are sharded and shuffled as the shared pipeline does, then batched,
+        and one gather per batch fetches the images: the same batches in the same order,
+        for 0.4 instead of 4 ms of tf.data CPU per batch of 64 (its per-example maps cost
+        more than the gathers). A benchmark's input then costs what a hand-written
+        `from_tensor_slices` pipeline does. With an augmenter that changes the images, the
+        shared per-example pipeline runs.
+        """
+        if changes_images(augment):
+            return super().dataset(mode, augment, num_shards, shard_index, seed)
+        self._check_mode(mode)
+        offset, size = self._offsets[mode], self._sizes[mode]
+        numbers = self._shuffled(tf.data.Dataset.range(self.counts[mode]).shard(num_shards, shard_index),
+                                 mode, num_shards, seed)
+        data = numbers.batch(self.params["batch_size"], drop_remainder=mode == "train" and self.params["drop_remainder"])
+        data = data.map(lambda batch: self._decode(offset + batch % size))
+        prefetch = parallelism(self.params["prefetch"])
+        return data.prefetch(prefetch) if prefetch != 0 else data
 
     def _raw(self, mode: str) -> tf.data.Dataset:
         offset, size = self._offsets[mode], self._sizes[mode]
