@@ -676,3 +676,20 @@ def _fake_runner_honours_the_contract(runner: FakeRunner) -> RunnerView:
     """Never called: `make lint`'s type checker proves the fake offers what a callback may use
     of the real runner (dsl.engine.contracts.RunnerView), so these tests test that contract."""
     return runner
+
+
+def test_state_saved_under_a_former_callback_name_is_restored(tmp_path: Path) -> None:
+    """A run checkpointed with `eval_basic` and resumed with `val_basic` keeps its best line."""
+    from dsl.engine.callback_list import CallbackList
+
+    runner = FakeRunner(tmp_path)
+    first: Any = make("val_basic")
+    second: Any = make("val_basic")
+    CallbackList([first, second]).load_states(
+        {"eval_basic": {"accuracy": 0.75, "step": 40}, "eval_basic.1": {"accuracy": 0.5, "step": 20}}, runner)
+    assert (first.best, second.best) == ((0.75, 40), (0.5, 20))
+    # The new name wins when both are there (a run saved after the rename).
+    third: Any = make("val_basic")
+    CallbackList([third]).load_states(
+        {"val_basic": {"accuracy": 0.9, "step": 50}, "eval_basic": {"accuracy": 0.1, "step": 5}}, runner)
+    assert third.best == (0.9, 50)

@@ -8,6 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from dsl.cli import main
+from dsl.commands._hosts import HostError
+from dsl.commands._launch_hosts import HostErrors
 from dsl.diagnostics import Diagnostic
 from dsl.errors import DslError, LocatedError
 from dsl.loader import LoadError
@@ -24,10 +26,12 @@ FAMILIES = [
     (PipelineError([LOCATED]), "p.yaml:3:5: error: network.type: unknown network type 'mpl'; did you mean 'mlp'?"),
     (RegistryError("no network of type 'x' is registered"), "dslrun: error: no network of type 'x' is registered"),
     (PluginError("--plugin x: no module named 'x'"), "dslrun: error: --plugin x: no module named 'x'"),
+    (HostError("b", "connection refused"), "dslrun: error: b: reachable: connection refused"),
 ]
 
 
-@pytest.mark.parametrize("error_class", [LocatedError, LoadError, PipelineError, RegistryError, PluginError])
+@pytest.mark.parametrize("error_class", [LocatedError, LoadError, PipelineError, RegistryError, PluginError,
+                                         HostError, HostErrors])
 def test_every_user_error_derives_from_the_one_base(error_class: type[Exception]) -> None:
     assert issubclass(error_class, DslError)
 

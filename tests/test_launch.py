@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl.commands.launch import cluster_spec, free_ports, plan_tasks
+from dsl.commands._tasks import cluster_spec, free_ports, plan_tasks
 
 from e2e_support import DSLRUN, ENV, dslrun
 

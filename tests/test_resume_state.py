@@ -39,7 +39,7 @@ modeler:
   optimizer: {{type: sgd, learning_rate: 0.1}}
 callbacks:
   - {{type: train_basic}}
-  - {{type: eval_basic}}
+  - {{type: val_basic}}
   - {{type: checkpoint, save_best: {{monitor: val/accuracy}}}}
   - {{type: early_stopping, monitor: val/loss, min_delta: 1000, patience: 3}}
   - {{type: train_summary, every_n_iters: 2}}

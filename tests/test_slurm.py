@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl.commands.launch import free_ports
+from dsl.commands._tasks import free_ports
 
 from e2e_support import MULTIRANK_ENV, synthetic_data
 

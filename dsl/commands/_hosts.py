@@ -21,6 +21,8 @@ from typing import Any
 
 import click
 
+from dsl.errors import DslError
+
 # A host as ssh takes it: [user@]name, where name is a DNS name, an ssh config alias or an
 # address. A leading "-" would be read by ssh as an option, so it is refused.
 _HOST = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9_.:\[\]%-]+$")
@@ -28,7 +30,7 @@ _SLOTS = re.compile(r"^(?P<host>.+?):(?P<slots>[0-9]+)$")
 SSH_FAILED = 255  # ssh's own exit status when it could not run the remote command
 
 
-class HostError(Exception):
+class HostError(DslError):
     """A problem with one host, reported as `<host>: <check>: <message>`."""
 
     def __init__(self, host: str, message: str, check: str = "reachable") -> None:

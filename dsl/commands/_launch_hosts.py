@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dsl.commands._hosts import HostError, Ssh
-from dsl.commands.launch import Task, plan_tasks
+from dsl.commands._tasks import Task, plan_tasks
+from dsl.errors import DslError
 
 WRAPPER_SOURCE = Path(__file__).with_name("_remote_task.py")
 ALWAYS_FORWARDED = ("TF_CPP_MIN_LOG_LEVEL",)
@@ -87,7 +88,9 @@ def ask_hosts(ssh: Ssh, hosts: Sequence[str], counts: Counter, interfaces: Seque
     return answers
 
 
-class HostErrors(Exception):
+class HostErrors(DslError):
+    """Every host's problem at once, so one run of `launch --hosts` names them all."""
+
     def __init__(self, errors: list[HostError]) -> None:
         super().__init__("; ".join(str(e) for e in errors))
         self.errors = errors

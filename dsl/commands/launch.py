@@ -29,16 +29,11 @@ Tear-down, so that no process outlives the launcher:
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,108 +41,10 @@ import click
 
 from dsl.commands._common import echo_err, load_or_exit, set_option
 from dsl.commands._hosts import Ssh, make_ssh, parse_hosts, parse_interfaces, ssh_options
+from dsl.commands._tasks import Task, backend_settings, cluster_spec, plan_tasks
 
 _PR_SET_PDEATHSIG = 1
 REMOTE_KILL_SECONDS = 10.0
-
-
-@dataclass
-class Task:
-    """One process of the cluster: here, or on `host` through ssh and dsl.commands._remote_task."""
-
-    role: str
-    index: int
-    command: list[str]
-    env: dict[str, str]
-    process: subprocess.Popen | None = None
-    reader: threading.Thread | None = field(default=None, repr=False)
-    host: str | None = None
-    finishes: bool = False  # ends on its own with status 0 when training is done (collective workers)
-
-    @property
-    def label(self) -> str:
-        return "chief" if self.role == "chief" else f"{self.role}:{self.index}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def signal(self, signum: int) -> None:
-        """Signal the task's process group: here directly, on a host through the wrapper's stdin."""
-        if not self.running:
-            return
-        assert self.process is not None
-        if self.host is None:
-            try:
-                os.killpg(self.process.pid, signum)
-            except ProcessLookupError:
-                pass
-            return
-        try:
-            assert self.process.stdin is not None
-            self.process.stdin.write(f"{signal.Signals(signum).name[3:]}\n".encode())
-            self.process.stdin.flush()
-        except (OSError, ValueError):  # the connection is gone: ending ssh makes the far side stop the task
-            self.end_local()
-
-    def end_local(self) -> None:
-        """SIGKILL the local process group: the task itself, or the ssh client of a remote task."""
-        if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct free TCP ports on `host` (all bound at once, so no two are equal)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((host, 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def cluster_spec(workers: int, ps: int, host: str = "127.0.0.1") -> dict[str, list[str]]:
-    """Loopback addresses for a chief, `workers` workers and `ps` parameter servers (none: a collective cluster)."""
-    ports = iter(free_ports(1 + workers + ps, host))
-    return {
-        "chief": [f"{host}:{next(ports)}"],
-        "worker": [f"{host}:{next(ports)}" for _ in range(workers)],
-        "ps": [f"{host}:{next(ports)}" for _ in range(ps)],
-    }
-
-
-def backend_settings(backend: str) -> tuple[str, ...]:
-    """The `--set` overrides that make a pipeline run as a task of a `backend` cluster."""
-    return ("runner.backend=collective",) if backend == "collective" else ("runner.backend=ps", "runner.ps.mode=cluster")
-
-
-def plan_tasks(path: str, overrides: Sequence[str], cluster: dict[str, list[str]], evaluator: bool) -> list[Task]:
-    """The command and environment of every task; the evaluator is not part of the cluster spec.
-
-    A cluster without ps tasks is a collective one: every task trains, and its TF_CONFIG
-    names only the chief and the workers.
-    """
-    backend = "ps" if cluster.get("ps") else "collective"
-    if backend == "collective":
-        cluster = {job: addresses for job, addresses in cluster.items() if addresses}
-    command = [sys.executable, "-m", "dsl", "run", path]
-    for override in (*overrides, *backend_settings(backend)):
-        command += ["--set", override]
-    roles = [("chief", 0)] + [("worker", i) for i in range(len(cluster.get("worker", [])))]
-    roles += [("ps", i) for i in range(len(cluster.get("ps", [])))] + ([("evaluator", 0)] if evaluator else [])
-    tasks = []
-    for role, index in roles:
-        config = {"cluster": cluster, "task": {"type": role, "index": index}}
-        env = {**os.environ, "TF_CONFIG": json.dumps(config), "PYTHONUNBUFFERED": "1"}
-        tasks.append(Task(role, index, list(command), env, finishes=backend == "collective" and role == "worker"))
-    return tasks
 
 
 def _die_with_parent() -> None:
@@ -320,8 +217,8 @@ def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, n
         if given:
             raise click.UsageError(f"{', '.join(given)} only make sense with --hosts")
     host_names = parse_hosts(hosts) if hosts is not None else None
-    spec = load_or_exit(path, (*overrides, *backend_settings(backend)))
-    model_dir = spec["runner"].get("model_dir")
+    pipeline = load_or_exit(path, (*overrides, *backend_settings(backend)))
+    model_dir = pipeline["runner"].get("model_dir")
     if host_names is None:
         if model_dir:
             from dsl.engine.watch import clear_done

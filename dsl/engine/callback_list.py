@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from dsl import registry
 from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.engine.contracts import RunnerView
 
@@ -77,7 +78,18 @@ class CallbackList:
         return states
 
     def load_states(self, states: dict[str, Any], runner: RunnerView) -> None:
-        """Give each callback back what `states` saved for it."""
+        """Give each callback back what `states` saved for it, also when it was saved under the
+        callback's former name (a run of `eval_basic` resumed as `val_basic`)."""
         for key, callback in self.keyed():
-            if key in states and (runner.placement.is_chief or not callback.chief_only):
-                callback.after_load_checkpoint(runner, states[key])
+            saved = next((states[k] for k in _keys_with_former_names(key, callback.name) if k in states), None)
+            if saved is not None and (runner.placement.is_chief or not callback.chief_only):
+                callback.after_load_checkpoint(runner, saved)
+
+
+def _keys_with_former_names(key: str, name: str) -> list[str]:
+    """`key` (`type` or `type.N`), then the same key under each former name of that type."""
+    try:
+        aliases = registry.lookup("callback", name).aliases
+    except registry.RegistryError:  # a callback of dslrun's own, not from the registry
+        aliases = ()
+    return [key, *(alias + key[len(name):] for alias in aliases)]

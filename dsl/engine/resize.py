@@ -66,7 +66,7 @@ def enter_world(runner: Runner, step: int, epoch: int, epoch_examples: int) -> N
             runner.inputter.num_examples("train"), runner.batch_size, world, runner.drop_remainder
         ) or 0
         runner.context.steps_per_epoch = runner.steps_per_epoch
-        runner.check_data()
+        runner.data.check(runner.steps_per_epoch, world)
     if (step, epoch) != (runner.step, runner.epoch):
         runner.vals_done = 0  # rolled back: run the val phases there again rather than skip one
     runner.step, runner.epoch = step, epoch

@@ -3,7 +3,7 @@
 Beside each training checkpoint `checkpoints/ckpt-N` lies `ckpt-N.state.json`:
 
     {"step": N, "epoch": E, "val_phases_done": 1,
-     "callbacks": {"early_stopping": {"wait": 2, ...}, "eval_basic": {...}}}
+     "callbacks": {"early_stopping": {"wait": 2, ...}, "val_basic": {...}}}
 
 Why a file beside the checkpoint and not variables inside it:
 - it changes after the checkpoint at the same step: the val phase that follows a train

@@ -70,7 +70,7 @@ class Runner:
         self.global_batch_size = self.batch_size * self.placement.world_size
         self.steps_per_epoch: int = self.context.steps_per_epoch or 0
         self.data = DataFeed(compiled.inputter, compiled.augmenter, backend, self.batch_size, seed)
-        self.check_data()
+        self.data.check(self.steps_per_epoch, self.placement.world_size)
 
         self.jit_compile = use_jit(params["jit_compile"])
         self.traces: Counter[str] = Counter()
@@ -81,7 +81,7 @@ class Runner:
                             for mode in ("train", "val")}
             self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
                           for name in ("step", "epoch", "data_position")}
-        # The chief's [resumed, val phases done at the restored step, a callback ended the run] (resume.py).
+        # [resumed, val phases done at the restored step, a callback ended the run]: the chief's (resume.py)
         self.resume_flags = tf.Variable([0, 0, 0], dtype=tf.int64, trainable=False, name="resume_flags")
         self._train_call: StepCall
         self._eval_call: StepCall
@@ -272,10 +272,6 @@ class Runner:
     def units_done(self) -> int:
         """Train units (epochs, or steps when iteration-based) completed."""
         return self.epoch if self.by_epoch else self.step
-
-    def check_data(self) -> None:
-        """At least one full batch per epoch on every rank."""
-        self.data.check(self.steps_per_epoch, self.placement.world_size)
 
     # ------------------------------------------------------------------------ internals
     def _train_workflow(self) -> None:

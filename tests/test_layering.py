@@ -1,0 +1,130 @@
+"""The import structure the code is held to: no module cycles, the engine apart from the backends.
+
+Imports are read from the source (every `import`, at module level or inside a function,
+except those under `if TYPE_CHECKING:`, which exist for the type checker only), so the
+test needs neither TensorFlow nor Horovod.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("dsl", "backends")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The project modules `path` imports at run time (a `from package import name` that names a
+    module counts as importing that module)."""
+    found: set[str] = set()
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {module for module in found if module in known and module != name}
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports_of(path, set(found)) for name, path in found.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(edges.get(node, ())):
+            if successor not in index:
+                connect(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    edges = graph()
+    # Package __init__ files are imported by their own submodules by construction; leave them out.
+    edges = {name: {m for m in targets if not name.startswith(f"{m}.")} for name, targets in edges.items()}
+    assert cycles(edges) == []
+
+
+def test_the_engine_meets_the_backends_only_at_its_composition_root() -> None:
+    offenders = {
+        name: sorted(target for target in targets if target.split(".")[0] == "backends")
+        for name, targets in graph().items()
+        if name.startswith("dsl.") and name != "dsl.engine.launch"
+    }
+    assert {name: targets for name, targets in offenders.items() if targets} == {}
+
+
+def test_backends_use_the_engine_through_its_contracts_and_step_functions() -> None:
+    allowed = {"dsl.engine", "dsl.engine.contracts", "dsl.engine.steps", "dsl.engine.replicas", "dsl.engine.precision"}
+    used = {target for name, targets in graph().items() if name.startswith("backends")
+            for target in targets if target.startswith("dsl.engine")}
+    assert used <= allowed
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_engine_modules_stay_small() -> None:
+    """One concept per module: a file of the loop over 400 lines holds more than one."""
+    sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in (ROOT / "dsl" / "engine").glob("*.py")}
+    assert {name: lines for name, lines in sizes.items() if lines > 400} == {}
