@@ -157,10 +157,10 @@ def _split(count: int, workers: int) -> list[int]:
     return [count // shares + (1 if i < count % shares else 0) for i in range(shares)]
 
 
-def local_eval_call(eval_call: Callable[[Any, tf.Tensor], dict[str, Any]]) -> Callable[[Any, tf.Tensor], dict[str, Any]]:
+def local_val_call(val_call: Callable[[Any, tf.Tensor], dict[str, Any]]) -> Callable[[Any, tf.Tensor], dict[str, Any]]:
     """The shared eval call, fed this process's own iterator over the val data."""
 
     def call(data: DeferredData, num_steps: tf.Tensor) -> dict[str, Any]:
-        return eval_call(data.get("local", lambda fn: iter(fn())), num_steps)
+        return val_call(data.get("local", lambda fn: iter(fn())), num_steps)
 
     return call

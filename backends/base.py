@@ -49,11 +49,11 @@ class Backend:
         return make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
                                self.wrap_tape, parts.jit_compile, parts.traces, average)
 
-    def make_eval_call(self, parts: StepParts) -> StepCall:
-        """The compiled `eval_call(iterator, num_steps)`; see dsl.engine.steps."""
-        from dsl.engine.steps import make_eval_call
+    def make_val_call(self, parts: StepParts) -> StepCall:
+        """The compiled `val_call(iterator, num_steps)`; see dsl.engine.steps."""
+        from dsl.engine.steps import make_val_call
 
-        return make_eval_call(parts.model, parts.modeler, parts.metrics["val"], parts.traces)
+        return make_val_call(parts.model, parts.modeler, parts.metrics["val"], parts.traces)
 
     def make_iterator(self, dataset_fn: Callable[[], Any]) -> Any:
         """An iterator over the dataset `dataset_fn()` builds for this process."""

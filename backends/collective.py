@@ -146,8 +146,8 @@ class CollectiveBackend(Backend):
                                strategy=self.strategy)
         return _Explained(call, self)
 
-    def make_eval_call(self, parts: StepParts) -> StepCall:
-        return _Explained(super().make_eval_call(parts), self)
+    def make_val_call(self, parts: StepParts) -> StepCall:
+        return _Explained(super().make_val_call(parts), self)
 
     def prepare_model(self, model: Any) -> Any:
         if not self.settings.get("sync_batch_norm"):

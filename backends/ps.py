@@ -190,13 +190,13 @@ class ParameterServerBackend(Backend):
         self._report_placement(runner)
         return _ExplainedFailures(ClusterTrainCall(runner, self, runner.traces), runner)
 
-    def make_eval_call(self, runner: StepParts) -> StepCall:
-        call = super().make_eval_call(runner)
+    def make_val_call(self, runner: StepParts) -> StepCall:
+        call = super().make_val_call(runner)
         if not self.drives_cluster:
             return call
-        from backends._ps_steps import local_eval_call
+        from backends._ps_steps import local_val_call
 
-        return local_eval_call(call)
+        return local_val_call(call)
 
     def per_worker_dataset_fn(self, dataset_fn: Callable[[], Any]) -> Callable[[], Any]:
         """The function each worker runs to build its data: its own shard, repeated."""

@@ -84,7 +84,7 @@ class Runner:
         # [resumed, val phases done at the restored step, a callback ended the run]: the chief's (resume.py)
         self.resume_flags = tf.Variable([0, 0, 0], dtype=tf.int64, trainable=False, name="resume_flags")
         self._train_call: StepCall
-        self._eval_call: StepCall
+        self._val_call: StepCall
         self.compile_calls()
 
         # Position: train steps done, data epochs done, batches consumed in the current epoch.
@@ -194,7 +194,7 @@ class Runner:
     def compile_calls(self) -> None:
         """(Re)build the backend's compiled train and eval calls (traced at their first call)."""
         self._train_call = self.backend.make_train_call(self)
-        self._eval_call = self.backend.make_eval_call(self)
+        self._val_call = self.backend.make_val_call(self)
         self._graph_args = None
 
     # ------------------------------------------------------------------------- the loop
@@ -265,7 +265,7 @@ class Runner:
         steps, examples = self.data.eval_share(mode, max_steps)
         if steps == 0:
             raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
-        outputs = self._eval_call(self.data.eval_iterator(mode), tf.constant(steps, tf.int32))
+        outputs = self._val_call(self.data.eval_iterator(mode), tf.constant(steps, tf.int32))
         # Weighted by the examples each rank evaluated: N ranks report what one process would.
         return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()}, weight=examples)
 

@@ -148,7 +148,7 @@ def _strategy_runner(step: Step, strategy: tf.distribute.Strategy) -> Callable[[
     return run
 
 
-def make_eval_call(
+def make_val_call(
     model: tf.keras.Model,
     modeler: Any,
     metrics: dict[str, tf.keras.metrics.Metric],
@@ -159,7 +159,7 @@ def make_eval_call(
     others = {name: metric for name, metric in metrics.items() if name != "loss"}
 
     @tf.function
-    def eval_call(iterator: Any, num_steps: tf.Tensor) -> dict[str, tf.Tensor]:
+    def val_call(iterator: Any, num_steps: tf.Tensor) -> dict[str, tf.Tensor]:
         traces["val"] += 1
         for _ in tf.range(num_steps):
             images, labels = next(iterator)
@@ -173,7 +173,7 @@ def make_eval_call(
         outputs.update({name: metric.result() for name, metric in others.items()})
         return outputs
 
-    return cast(Callable[[Any, tf.Tensor], dict[str, tf.Tensor]], eval_call)  # tf.function is untyped
+    return cast(Callable[[Any, tf.Tensor], dict[str, tf.Tensor]], val_call)  # tf.function is untyped
 
 
 def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[[tf.Tensor], tf.Tensor]) -> Any:
