@@ -1,9 +1,9 @@
-"""The train step of the parameter-server backend, run in a tf.distribute replica context.
+"""The train calls of the parameter-server backend, around the one shared train step.
 
 Imports TensorFlow: import this module only from inside functions of backends/ps.py.
 
-Both modes share `replica_step`, one optimizer update of one replica; they differ in who
-calls it: `CentralStorageTrainCall` runs k steps per graph call on the local devices, and
+The step is dsl.engine.steps.make_step, as every backend's (`replica_step` runs it in a
+tf.distribute replica context); the two modes differ in who calls it: `CentralStorageTrainCall` runs k steps per graph call on the local devices, and
 `ClusterTrainCall` schedules them on the workers of a cluster through the coordinator.
 """
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from dsl.engine.contracts import StepParts
+from dsl.engine.steps import make_step
 
 if TYPE_CHECKING:
     from backends.ps import ParameterServerBackend
@@ -39,31 +40,11 @@ class DeferredData:
 
 
 def replica_step(runner: StepParts, strategy: tf.distribute.Strategy) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    """One optimizer update on one replica; returns that replica's (unscaled) loss.
-
-    The gradient is taken of loss / replicas because the optimizer sums the replicas'
-    gradients: the update is then the mean over the global batch.
-    """
-    model, modeler, optimizer = runner.model, runner.modeler, runner.optimizer
-    metrics = runner.metrics["train"]
-    loss_metric = metrics["loss"]
-    others = [metric for name, metric in metrics.items() if name != "loss"]
-    replicas = strategy.num_replicas_in_sync
-
-    def step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            loss = modeler.loss(labels, logits, model)["loss"]
-            scaled = loss / replicas
-        variables = model.trainable_variables
-        gradients = tape.gradient(scaled, variables)
-        optimizer.apply_gradients(zip(gradients, variables))
-        for metric in others:
-            metric.update_state(labels, logits)
-        loss_metric.update_state(loss)
-        return tf.cast(loss, tf.float32)
-
-    return step
+    """The shared train step (dsl.engine.steps.make_step) as one replica of `strategy` runs it:
+    the optimizer sums the replicas' gradients, so each differentiates loss / replicas, and
+    loss scaling and `jit_compile` work as on every other backend."""
+    return make_step(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
+                     num_replicas=strategy.num_replicas_in_sync, jit_gradients=runner.jit_compile)
 
 
 def _outputs(runner: StepParts, mean_loss: Any) -> dict[str, Any]:
