@@ -21,13 +21,13 @@ the collectives of the others fail with its name, so the job ends instead of han
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from backends._tf_config import parse_tf_config
 from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import StepCall, StepParts
@@ -38,23 +38,13 @@ _TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 
 def read_cluster(environ: Mapping[str, str] | None = None) -> tuple[dict[str, list[str]], str, int]:
     """(cluster, task type, task index) of an all-reduce cluster from TF_CONFIG, or a clear error."""
-    env = os.environ if environ is None else environ
-    text = env.get("TF_CONFIG")
-    if not text:
-        raise DslError(
-            "runner.backend is collective but TF_CONFIG is not set: start the workers here with "
-            "`dslrun launch --backend collective --workers 2 FILE`, or set TF_CONFIG on every host, e.g. "
-            '{"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}'
-        )
-    try:
-        config = json.loads(text)
-        cluster = {job: list(addresses) for job, addresses in config["cluster"].items() if addresses}
-        task_type, task_index = str(config["task"]["type"]), int(config["task"].get("index", 0))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise DslError(
-            f"TF_CONFIG is not valid ({exc}): expected JSON like "
-            '{"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}'
-        ) from None
+    cluster, task_type, task_index = parse_tf_config(
+        environ,
+        "runner.backend is collective but TF_CONFIG is not set: start the workers here with "
+        "`dslrun launch --backend collective --workers 2 FILE`, or set TF_CONFIG on every host, e.g. "
+        '{"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}',
+        '{"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}',
+    )
     extra = sorted(set(cluster) - {"chief", "worker"})
     if extra or task_type not in ("chief", "worker"):
         raise DslError(

@@ -31,13 +31,13 @@ Cluster semantics, honestly stated:
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from backends._tf_config import parse_tf_config
 from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import Evaluator, StepCall, StepParts
@@ -48,23 +48,13 @@ ROLES = ("chief", "worker", "ps", "evaluator")
 
 def read_tf_config(environ: Mapping[str, str] | None = None) -> tuple[dict[str, list[str]], str, int]:
     """(cluster, task type, task index) from TF_CONFIG; a clear error when it is missing or wrong."""
-    env = os.environ if environ is None else environ
-    text = env.get("TF_CONFIG")
-    if not text:
-        raise DslError(
-            "runner.ps.mode is cluster but TF_CONFIG is not set: start a local cluster with "
-            "`dslrun launch --backend ps --workers 2 --ps 1 FILE`, set TF_CONFIG on every task of a real "
-            "cluster, or set runner.ps.mode: central_storage to train on one machine"
-        )
-    try:
-        config = json.loads(text)
-        cluster = {job: list(addresses) for job, addresses in config["cluster"].items()}
-        task_type, task_index = str(config["task"]["type"]), int(config["task"].get("index", 0))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise DslError(
-            f"TF_CONFIG is not valid ({exc}): expected JSON like "
-            '{"cluster": {"chief": ["host:port"], "worker": [...], "ps": [...]}, "task": {"type": "worker", "index": 0}}'
-        ) from None
+    cluster, task_type, task_index = parse_tf_config(
+        environ,
+        "runner.ps.mode is cluster but TF_CONFIG is not set: start a local cluster with "
+        "`dslrun launch --backend ps --workers 2 --ps 1 FILE`, set TF_CONFIG on every task of a real "
+        "cluster, or set runner.ps.mode: central_storage to train on one machine",
+        '{"cluster": {"chief": ["host:port"], "worker": [...], "ps": [...]}, "task": {"type": "worker", "index": 0}}',
+    )
     if task_type not in ROLES:
         raise DslError(f"TF_CONFIG task type {task_type!r} is not one of {', '.join(ROLES)}")
     missing = [job for job in ("chief", "worker", "ps") if not cluster.get(job)]
