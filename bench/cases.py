@@ -44,6 +44,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"],
                         help="runner.precision of the dslrun case")
     parser.add_argument("--sync-bn", action="store_true", help="runner.horovod.sync_batch_norm of the dslrun case")
+    parser.add_argument("--compression", default="none", choices=["none", "fp16"],
+                        help="runner.horovod.compression of the dslrun case")
+    parser.add_argument("--fusion-threshold-mb", type=float, default=None,
+                        help="runner.horovod.fusion_threshold_mb of the dslrun case (default: Horovod's 64)")
     parser.add_argument("--backend", default="auto", choices=["auto", "collective"],
                         help="runner.backend of the dslrun case (collective: one process per TF_CONFIG task)")
     parser.add_argument("--no-reconcile", action="store_true",
@@ -53,20 +57,81 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def thread_cpu_seconds() -> dict[int, float]:
+    """CPU seconds (user + system) of each live thread of this process, by thread id.
+
+    Read from /proc/self/task/*/stat ({} where /proc is missing). TensorFlow's pools do not
+    name their threads (all are "python"), so threads are told apart by how much they use.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    threads: dict[int, float] = {}
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        threads[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return threads
+
+
+def cpu_by_thread(before: dict[int, float], after: dict[int, float], top: int = 4) -> dict[str, float]:
+    """CPU seconds each thread spent between two `thread_cpu_seconds()` readings.
+
+    The Python thread as "main", the `top` busiest other threads as "1", "2", ... (for
+    TensorFlow's two intra-op threads on this host, these are the compute), the rest
+    summed as "other" — enough to see where a step's CPU time goes besides the compute.
+    """
+    spent = {tid: seconds - before.get(tid, 0.0) for tid, seconds in after.items()}
+    figures = {"main": round(spent.pop(os.getpid(), 0.0), 3)}
+    ranked = sorted(spent.values(), reverse=True)
+    figures.update({str(place): round(seconds, 3) for place, seconds in enumerate(ranked[:top], start=1)})
+    figures["other"] = round(sum(ranked[top:]), 3)
+    return figures
+
+
 class Clock:
-    """Marks the first step, the end of warm-up and the end of the timed steps."""
+    """Marks the first step, the end of warm-up and the end of the timed steps.
 
-    def __init__(self, warmup: int, launched_at: float) -> None:
-        self.warmup, self.launched_at = warmup, launched_at
+    Besides wall time it reads the CPU time of the whole process (every thread) at the two
+    marks: on this shared VM wall-clock throughput swings with the neighbours' load, CPU
+    seconds per step barely do, so the two together separate cost from noise.
+    """
+
+    def __init__(self, warmup: int, launched_at: float, steps: int = 0) -> None:
+        self.warmup, self.launched_at, self.last = warmup, launched_at, warmup + steps
         self.first = self.start = self.end = 0.0
+        self.cpu_start = self.cpu_end = 0.0
+        self.threads_start: dict[int, float] = {}
+        self.threads_end: dict[int, float] = {}
+        self.call_seconds = 0.0
+        self.calls_timed = False
 
-    def step_done(self, step: int) -> None:
-        now = time.time()
+    def step_done(self, step: int, call_seconds: float | None = None) -> None:
+        """Step `step` finished; `call_seconds` is how long its compiled call took (None when
+        the case cannot tell, as inside `fit`)."""
+        now, cpu = time.time(), time.process_time()
+        if call_seconds is not None and self.warmup < step <= self.last:
+            self.call_seconds += call_seconds
+            self.calls_timed = True
         if step == 1 or (not self.first and step >= 1):
             self.first = now
         if step == self.warmup:
-            self.start = now
-        self.end = now
+            self.start, self.cpu_start = now, cpu
+            self.threads_start = thread_cpu_seconds()
+        self.end, self.cpu_end = now, cpu
+        if step == self.last:
+            self.threads_end = thread_cpu_seconds()
+
+    def cpu_figures(self, steps: int) -> dict[str, Any]:
+        """CPU seconds per timed step (all threads), the share of the window the process kept
+        its cores busy, the wall time per step spent outside the compiled call (Python, hooks,
+        logging: the cores idle meanwhile), and the window's CPU seconds per thread."""
+        cpu, wall = self.cpu_end - self.cpu_start, self.end - self.start
+        between = (wall - self.call_seconds) / steps if self.calls_timed else None
+        return {"cpu_seconds_per_step": cpu / steps, "cpu_per_wall": cpu / max(wall, 1e-9),
+                "between_calls_ms_per_step": None if between is None else 1000 * between,
+                "cpu_seconds_by_thread": cpu_by_thread(self.threads_start, self.threads_end)}
 
 
 def report(args: argparse.Namespace, clock: Clock, world: int, rank: int, extra: dict | None = None) -> None:
@@ -75,14 +140,28 @@ def report(args: argparse.Namespace, clock: Clock, world: int, rank: int, extra:
     seconds = clock.end - clock.start
     print(json.dumps({
         "case": args.case, "input": args.input, "world_size": world, "threads": args.threads,
-        "precision": args.precision,
+        "precision": args.precision, "batch_per_rank": args.batch,
         "images_per_second": args.steps * args.batch * world / seconds,
+        **clock.cpu_figures(args.steps),
         "startup_seconds": clock.first - args.launched_at if args.launched_at else None,
-        "peak_rss_mb": peak_rss_mb(), "timed_window": [clock.start, clock.end], **(extra or {}),
+        "peak_rss_mb": peak_rss_mb(), "timed_window": [clock.start, clock.end],
+        "loadavg": load_average(), **(extra or {}),
     }), flush=True)
 
 
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (what else this shared host was running)."""
+    try:
+        return [float(value) for value in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
 # ------------------------------------------------------------------------------ dslrun
+# One train phase for the whole run, as the shipped pipelines have (an epoch, or 200 iters in
+# cnn_iters.yaml): `workflow: [[train, 1]]` with `max_iters` makes every step a phase of its
+# own, with its metrics reset, read and written to metrics.jsonl — 2.7 ms per step between
+# calls against 0.1 ms (docs/benchmarks.md, P1), a record per step that no user asks for.
 PIPELINE = """\
 version: 1
 name: bench
@@ -96,13 +175,13 @@ modeler:
 runner:
   model_dir: {run}
   backend: {backend}
-  workflow: [[train, 1]]
+  workflow: [[train, {iters}]]
   max_iters: {iters}
   intra_op_threads: {threads}
   inter_op_threads: {inter}
   lr_scaling: none
   precision: {precision}
-  horovod: {{sync_batch_norm: {sync_bn}}}
+  horovod: {{sync_batch_norm: {sync_bn}, compression: {compression}, fusion_threshold_mb: {fusion}}}
 """
 
 
@@ -118,20 +197,22 @@ def run_dslrun(args: argparse.Namespace) -> None:
         inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
                     f"num_classes: 10, batch_size: {args.batch}}}")
         augmenter = "none"
-    clock = Clock(args.warmup, args.launched_at)
+    clock = Clock(args.warmup, args.launched_at, args.steps)
 
     class Timer(Callback):
         priority = "HIGHEST"
 
         def after_train_iter(self, runner: Any) -> None:
-            clock.step_done(runner.step)
+            clock.step_done(runner.step, runner.iter_seconds)
 
     with tempfile.TemporaryDirectory() as run:
         path = Path(run) / "bench.yaml"
         path.write_text(PIPELINE.format(inputter=inputter, augmenter=augmenter, depth=args.depth, run=run,
                                         iters=args.warmup + args.steps, threads=args.threads or "null",
                                         inter=args.inter or "null", precision=args.precision,
-                                        sync_bn="true" if args.sync_bn else "false", backend=args.backend))
+                                        sync_bn="true" if args.sync_bn else "false", backend=args.backend,
+                                        compression=args.compression,
+                                        fusion="null" if args.fusion_threshold_mb is None else args.fusion_threshold_mb))
         from dsl.engine.launch import build_runner
 
         if args.no_reconcile:
@@ -167,7 +248,7 @@ def run_replica_state(args: argparse.Namespace) -> None:
         path = Path(run) / "bench.yaml"
         path.write_text(PIPELINE.format(inputter=inputter, augmenter="none", depth=args.depth, run=run,
                                         iters=1, threads="null", inter="null", precision="float32",
-                                        sync_bn="false", backend="auto"))
+                                        sync_bn="false", backend="auto", compression="none", fusion="null"))
         runner = build_runner(load_pipeline(path), resume=False)
         runner.restore()
         averaging = runner._train_call
@@ -227,7 +308,7 @@ def run_fit(args: argparse.Namespace) -> None:
     model = reference_model(args)
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-    clock = Clock(args.warmup, args.launched_at)
+    clock = Clock(args.warmup, args.launched_at, args.steps)
 
     class Timer(tf.keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
@@ -238,12 +319,15 @@ def run_fit(args: argparse.Namespace) -> None:
     report(args, clock, 1, 0)
 
 
-def run_loop(args: argparse.Namespace, hvd: Any = None) -> None:
-    """A careful hand-written tf.function loop; with `hvd`, Horovod's tensorflow2 example style."""
+def make_loop_step(model: Any, hvd: Any = None) -> Any:
+    """The hand-written step: `train_step(images, labels, first)` -> loss, a tf.function.
+
+    Momentum SGD, sparse cross-entropy from logits and a running accuracy, as dslrun's
+    `image_classification` modeler does by default (its L2 term is 0 unless weight_decay is
+    set), so the two do the same work per step; with `hvd`, Horovod's tensorflow2 example.
+    """
     import tensorflow as tf
 
-    world, rank = (hvd.size(), hvd.rank()) if hvd else (1, 0)
-    model = reference_model(args)
     optimizer = tf.keras.optimizers.SGD(0.1, momentum=0.9)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
@@ -263,11 +347,19 @@ def run_loop(args: argparse.Namespace, hvd: Any = None) -> None:
         accuracy.update_state(labels, logits)
         return loss
 
-    clock = Clock(args.warmup, args.launched_at)
+    return train_step
+
+
+def run_loop(args: argparse.Namespace, hvd: Any = None) -> None:
+    """A careful hand-written tf.function loop; with `hvd`, Horovod's tensorflow2 example style."""
+    world, rank = (hvd.size(), hvd.rank()) if hvd else (1, 0)
+    train_step = make_loop_step(reference_model(args), hvd)
+    clock = Clock(args.warmup, args.launched_at, args.steps)
     for step, (images, labels) in enumerate(reference_data(args, (world, rank)).take(args.warmup + args.steps)):
+        tick = time.perf_counter()
         loss = train_step(images, labels, step == 0)
         float(loss)  # a user prints or logs the loss; it also makes the timing honest
-        clock.step_done(step + 1)
+        clock.step_done(step + 1, time.perf_counter() - tick)
     report(args, clock, world, rank)
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+from cases import load_average  # noqa: E402  (bench/ is put on the path above)
+
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "3",
        "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -33,6 +35,16 @@ def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = (
              marker: str = '"images_per_second"') -> dict:
     """One case as a subprocess; its JSON line holding `marker` (rank 0's under horovodrun)."""
     command = [sys.executable, str(ROOT / "bench" / "cases.py"), *args, "--launched-at", str(time.time())]
+    return run_command(command, ranks, launcher_args, marker, args)
+
+
+def run_script(script: str, args: list[str], marker: str) -> dict:
+    """bench/`script` (peak.py, profile.py) in its own process; its JSON line holding `marker`."""
+    return run_command([sys.executable, str(ROOT / "bench" / script), *args], 1, (), marker, args)
+
+
+def run_command(command: list[str], ranks: int, launcher_args: tuple[str, ...], marker: str, args: list[str]) -> dict:
+    """`command` (under horovodrun or as collective tasks with `ranks` > 1); its JSON line holding `marker`."""
     if ranks > 1 and "collective" in args:
         return run_collective(command, ranks, marker)
     if ranks > 1:
@@ -48,7 +60,7 @@ def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = (
 def run_collective(command: list[str], ranks: int, marker: str) -> dict:
     """`command` as the `ranks` tasks of a local collective cluster (TF_CONFIG each, as `dslrun
     launch --backend collective` starts them); the chief's JSON line holding `marker`."""
-    from dsl.commands.launch import free_ports
+    from dsl.commands._tasks import free_ports
 
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(ranks)]}
     # Only the chief's output is read (the others' would fill their pipes unread).
@@ -70,27 +82,90 @@ def summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
 
 
-def interleaved(cases: dict[str, tuple[list[str], int]], repeats: int) -> dict[str, list[dict]]:
+# A case: its bench/cases.py arguments, its number of ranks, and optionally horovodrun's own flags.
+Case = tuple[list[str], int] | tuple[list[str], int, tuple[str, ...]]
+
+
+def interleaved(cases: dict[str, Case], repeats: int, peaks: list[dict] | None = None) -> dict[str, list[dict]]:
     """Run every case once per repetition, the order rotated by one each repetition.
 
     A fixed order measured the first case of each repetition up to 12 % slower than the
     same case run later (this host warms up after a pause); rotating spreads that over
-    every case instead of charging it to one side of a ratio.
+    every case instead of charging it to one side of a ratio. With `peaks`, the machine's
+    peak (bench/peak.py) is measured once per repetition too, beside the cases it scales.
     """
     results: dict[str, list[dict]] = {name: [] for name in cases}
     names = list(cases)
     for repetition in range(repeats):
+        if peaks is not None:
+            peaks.append(run_script("peak.py", ["--seconds", "3"], '"peak"'))
+            print(f"  peak: matmul {peaks[-1]['matmul_gflops']['best']:.0f}, ResNet-32 convolutions "
+                  f"{peaks[-1]['conv_gflops']['best']:.0f} GFLOP/s", file=sys.stderr, flush=True)
         shift = repetition % len(names)
         for name in names[shift:] + names[:shift]:
-            args, ranks = cases[name]
-            results[name].append(run_case(args, ranks))
-            print(f"  {name}: {results[name][-1]['images_per_second']:.1f} images/s", file=sys.stderr, flush=True)
+            args, ranks, *launcher = cases[name]
+            results[name].append(run_case(args, ranks, *launcher))
+            result = results[name][-1]
+            print(f"  {name}: {result['images_per_second']:.1f} images/s, "
+                  f"{result.get('cpu_seconds_per_step', 0.0):.3f} CPU s per step (load {result.get('loadavg', ['?'])[0]})",
+                  file=sys.stderr, flush=True)
     return results
 
 
 def ratio(results: dict[str, list[dict]], a: str, b: str) -> dict:
     """a/b per repetition (paired, since they ran side by side)."""
     return summary([x["images_per_second"] / y["images_per_second"] for x, y in zip(results[a], results[b])])
+
+
+def cpu_ms_per_image(result: dict) -> float:
+    """CPU milliseconds one rank spent per image it trained (all its threads): comparable
+    across batch sizes and numbers of ranks, unlike CPU per step."""
+    return 1000 * result["cpu_seconds_per_step"] / result["batch_per_rank"]
+
+
+def cpu_ratio(results: dict[str, list[dict]], a: str, b: str) -> dict:
+    """b's CPU per image / a's, per repetition: like `ratio`, above 1 when a costs less.
+
+    CPU time barely moves with the neighbours' load on this shared host, wall time does:
+    this is the figure that separates a cost from noise."""
+    return summary([cpu_ms_per_image(y) / cpu_ms_per_image(x) for x, y in zip(results[a], results[b])])
+
+
+def achieved(case: dict, gflop_per_image: float, peak: dict) -> dict:
+    """A case's GFLOP/s (images/s x forward + backward FLOP per image) and its fractions of the
+    machine's matmul and ResNet-32-convolution peaks (medians over the run's repetitions)."""
+    gflops = case["images_per_second"]["median"] * gflop_per_image
+    return {"gflops": gflops, "of_matmul_peak": gflops / peak["matmul_gflops"],
+            "of_conv_peak": gflops / peak["conv_gflops"]}
+
+
+def peak_summary(peaks: list[dict]) -> dict:
+    """The peaks measured once per repetition: medians of the best rates, and the work per image."""
+    return {"matmul_gflops": statistics.median(p["matmul_gflops"]["best"] for p in peaks),
+            "conv_gflops": statistics.median(p["conv_gflops"]["best"] for p in peaks),
+            "conv_gflops_by_stage": {stage: statistics.median(p["conv_gflops"]["stages"][stage]["best"] for p in peaks)
+                                     for stage in peaks[0]["conv_gflops"]["stages"]},
+            "resnet32_forward_gmac_per_image": peaks[0]["resnet32_forward_gmac_per_image"],
+            # forward + backward (input and weight gradients) = 3 x forward; 1 MAC = 2 FLOP
+            "gflop_per_image": 3 * 2 * peaks[0]["resnet32_forward_gmac_per_image"],
+            "runs": peaks}
+
+
+def case_summary(runs: list[dict]) -> dict:
+    """Median (min-max) of a case's figures over its repetitions."""
+    figures = {"images_per_second": summary([r["images_per_second"] for r in runs]),
+               "startup_seconds": summary([r["startup_seconds"] or 0.0 for r in runs]),
+               "peak_rss_mb": summary([r["peak_rss_mb"] for r in runs]),
+               "load_1min": summary([r["loadavg"][0] for r in runs if r.get("loadavg")] or [0.0])}
+    if all("cpu_seconds_per_step" in r for r in runs):
+        figures["cpu_seconds_per_step"] = summary([r["cpu_seconds_per_step"] for r in runs])
+        figures["cpu_ms_per_image"] = summary([cpu_ms_per_image(r) for r in runs])
+        figures["cpu_per_wall"] = summary([r["cpu_per_wall"] for r in runs])
+    betweens = [r["between_calls_ms_per_step"] for r in runs if r.get("between_calls_ms_per_step") is not None]
+    if betweens:
+        figures["between_calls_ms_per_step"] = summary(betweens)
+    figures["runs"] = runs
+    return figures
 
 
 def allreduce_times(cases: dict[str, tuple[list[str], int]], steps: int) -> dict[str, dict]:
@@ -127,6 +202,22 @@ def validate_speed(repeats: int) -> dict:
     return {"validate_50_files_seconds": summary(validate), "import_tensorflow_seconds": summary(tf_import)}
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (/proc/cpuinfo), empty where unknown."""
+    try:
+        line = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return set()
+    return set(line.split(":", 1)[1].split())
+
+
+def bfloat16_hardware() -> bool:
+    """Whether the CPU computes bfloat16 natively (AVX512-BF16 or AMX). Without, oneDNN emulates
+    it: a quick run on an AVX2-only EPYC measured 10 images/s and 6.8 CPU s per step against
+    125 and 0.8 in float32, so the case would take most of the bench's time to say only that."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -137,7 +228,9 @@ def machine() -> dict:
     versions = subprocess.run([sys.executable, "-c", "import tensorflow as tf, horovod; print(tf.__version__, horovod.__version__)"],
                               capture_output=True, text=True, env=ENV).stdout.split()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    flags = cpu_flags()
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "simd": " ".join(sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})),
             "tensorflow": versions[0] if versions else None, "horovod": versions[1] if len(versions) > 1 else None,
             "commit": commit}
 
@@ -164,14 +257,25 @@ def main() -> None:
                     "--num-val", "64"], check=True, capture_output=True, env=ENV)
     single = ["--batch", "64", *steps]
     per_rank = ["--batch", "32", *steps]
-    print("P1/P3/P5: one process", file=sys.stderr)
+    loads = [load_average()]
+    print("P1: dslrun's train call against the loop's step, alternated in one process (bench/profile.py)",
+          file=sys.stderr)
+    profile = run_script("profile.py", ["--pairs", "10" if args.quick else "30"], '"profile"')
+    alternated = profile["alternated"]
+    print(f"  CPU per step dslrun / loop {alternated['cpu_ratio_dslrun_over_loop']:.3f}, wall "
+          f"{alternated['wall_ratio_dslrun_over_loop']:.3f}; graph ops {profile['graph_ops']['dslrun']} / "
+          f"{profile['graph_ops']['loop']}", file=sys.stderr, flush=True)
+    print("P1/P3/P5: one process (and the machine's peak each repetition)", file=sys.stderr)
+    peaks: list[dict] = []
     p1 = interleaved({
         "dslrun": (["--case", "dslrun", *single], 1),
         "fit": (["--case", "fit", *single], 1),
         "loop": (["--case", "loop", *single], 1),
         "dslrun_csv": (["--case", "dslrun", "--input", "csv", "--data", str(data), *single], 1),
-        "dslrun_bf16": (["--case", "dslrun", "--precision", "mixed_bfloat16", *single], 1),
-    }, repeats)
+        **({"dslrun_bf16": (["--case", "dslrun", "--precision", "mixed_bfloat16", *single], 1)}
+           if bfloat16_hardware() else {}),
+    }, repeats, peaks)
+    loads.append(load_average())
     print("P1b/P2: two ranks", file=sys.stderr)
     multi_rank = {
         "dslrun_np2": (["--case", "dslrun", *per_rank], 2),
@@ -180,8 +284,10 @@ def main() -> None:
     p2 = interleaved({**multi_rank, "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1),
                       "dslrun_np2_no_reconcile": (["--case", "dslrun", "--no-reconcile", *per_rank], 2),
                       "dslrun_np2_sync_bn": (["--case", "dslrun", "--sync-bn", *per_rank], 2),
-                      "collective_np2": (["--case", "dslrun", "--backend", "collective", *per_rank], 2)},
+                      "collective_np2": (["--case", "dslrun", "--backend", "collective", *per_rank], 2),
+                      **({} if args.quick else horovod_options(per_rank))},
                      repeats)
+    loads.append(load_average())
     print("P2: allreduce time per step (Horovod timeline)", file=sys.stderr)
     allreduce = allreduce_times(multi_rank, int(steps[3]))
     print("P2: averaging batch-norm statistics every call, alternated with a call without it", file=sys.stderr)
@@ -191,14 +297,17 @@ def main() -> None:
     figures = {
         "P1 dslrun / fit": (ratio(results, "dslrun", "fit"), ">= 1.2"),
         "P1 dslrun / custom loop": (ratio(results, "dslrun", "loop"), ">= 1.0"),
-        "P1 dslrun, precision: mixed_bfloat16 (opt-in) / fit (float32)": (ratio(results, "dslrun_bf16", "fit"),
-                                                                          ">= 1.2"),
+        **({"P1 dslrun, precision: mixed_bfloat16 (opt-in) / fit (float32)": (ratio(results, "dslrun_bf16", "fit"),
+                                                                              ">= 1.2")}
+           if "dslrun_bf16" in results else {}),
         "P1b dslrun np2 / hand-written Horovod np2": (ratio(results, "dslrun_np2", "hvd_loop_np2"), ">= 1.1"),
         "P2 dslrun np2 / one process, 2 threads": (ratio(results, "dslrun_np2", "dslrun_2threads"), ">= 0.95"),
         "collective np2 / Horovod np2 (runner.backend, same pipeline)": (
             ratio(results, "collective_np2", "dslrun_np2"), ""),
         "P2 collective np2 / one process, 2 threads": (ratio(results, "collective_np2", "dslrun_2threads"), ">= 0.95"),
         "P3 CSV+PNG+cifar augmenter / synthetic": (ratio(results, "dslrun_csv", "dslrun"), ">= 0.97"),
+        **cpu_figures(results),
+        **horovod_option_figures(results),
         "BN statistics averaged every call: dslrun np2 / the same without": (
             ratio(results, "dslrun_np2", "dslrun_np2_no_reconcile"), ""),
         "runner.horovod.sync_batch_norm: np2 with / without": (ratio(results, "dslrun_np2_sync_bn", "dslrun_np2"), ""),
@@ -206,10 +315,10 @@ def main() -> None:
     speed = validate_speed(repeats if not args.quick else 3)
     report = {
         "machine": machine(), "quick": args.quick, "repeats": repeats,
-        "cases": {name: {"images_per_second": summary([r["images_per_second"] for r in runs]),
-                         "startup_seconds": summary([r["startup_seconds"] or 0.0 for r in runs]),
-                         "peak_rss_mb": summary([r["peak_rss_mb"] for r in runs])}
-                  for name, runs in results.items()},
+        "cases": {name: case_summary(runs) for name, runs in results.items()},
+        "peak": peak_summary(peaks),
+        "profile": profile,
+        "loadavg_at_group_boundaries": loads + [load_average()],
         "ratios": {name: {**value, "goal": goal} for name, (value, goal) in figures.items()},
         "allreduce": allreduce,
         "replica_state": replica_state,
@@ -224,6 +333,45 @@ def main() -> None:
     print(f"\nwritten {path}", file=sys.stderr)
     if args.write_docs:
         write_docs(table, args.quick)
+
+
+def horovod_options(per_rank: list[str]) -> dict[str, Case]:
+    """dslrun np2 with each Horovod setting a user would reach for, against plain dslrun np2.
+
+    fp16 compression and the fusion threshold are `runner.horovod` settings; the response
+    cache is Horovod's own (on by default, HOROVOD_CACHE_CAPACITY 1024; horovodrun's
+    --cache-capacity 0 turns it off). Gradient accumulation (`backward_passes_per_step`)
+    is not offered by dslrun, so it is not measured.
+    """
+    return {"dslrun_np2_fp16": (["--case", "dslrun", "--compression", "fp16", *per_rank], 2),
+            "dslrun_np2_no_cache": (["--case", "dslrun", *per_rank], 2, ("--cache-capacity", "0")),
+            "dslrun_np2_no_fusion": (["--case", "dslrun", "--fusion-threshold-mb", "0", *per_rank], 2)}
+
+
+def horovod_option_figures(results: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
+    """Each Horovod option's images/s and CPU-per-image ratios against dslrun np2 (full runs only)."""
+    names = {"dslrun_np2_fp16": "runner.horovod.compression: fp16",
+             "dslrun_np2_no_cache": "response cache off (HOROVOD_CACHE_CAPACITY=0)",
+             "dslrun_np2_no_fusion": "tensor fusion off (fusion_threshold_mb: 0)"}
+    figures = {}
+    for case, label in names.items():
+        if case in results:
+            figures[f"Horovod option, {label}: np2 with / without"] = (ratio(results, case, "dslrun_np2"), "")
+            figures[f"Horovod option, {label}: CPU per image, without / with"] = (
+                cpu_ratio(results, case, "dslrun_np2"), "")
+    return figures
+
+
+def cpu_figures(results: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
+    """The P1-P3 comparisons again on CPU time per image (reference's / dslrun's): above 1 when
+    dslrun spends less CPU for the same images. The P1 verdict against the loop uses both."""
+    pairs = {"P1 dslrun / fit, CPU time per image": ("dslrun", "fit", ""),
+             "P1 dslrun / custom loop, CPU time per image": ("dslrun", "loop", ">= 1.0"),
+             "P1b dslrun np2 / hand-written Horovod np2, CPU time per image": ("dslrun_np2", "hvd_loop_np2", ""),
+             "P2 dslrun np2 / one process, 2 threads, CPU time per image": ("dslrun_np2", "dslrun_2threads", ""),
+             "P3 CSV+PNG+cifar augmenter / synthetic, CPU time per image": ("dslrun_csv", "dslrun", "")}
+    return {name: (cpu_ratio(results, a, b), goal) for name, (a, b, goal) in pairs.items()
+            if a in results and b in results}
 
 
 # Where a goal is missed, what the profiles in docs/benchmarks.md show prevents it here.
@@ -250,7 +398,8 @@ def fmt(value: dict, digits: int = 2) -> str:
 
 def markdown(report: dict) -> str:
     m = report["machine"]
-    lines = [f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, TensorFlow {m['tensorflow']}, "
+    simd = f" ({m['simd']})" if m.get("simd") else ""
+    lines = [f"Machine: {m['cpu']}{simd}, {m['cores']} cores, Python {m['python']}, TensorFlow {m['tensorflow']}, "
              f"Horovod {m['horovod']}, commit {m['commit']}; {'quick' if report['quick'] else 'full'} run, "
              f"{report['repeats']} interleaved repetition(s); median (min–max).", "",
              "| figure | measured | goal | met | if not, why on this machine |", "|---|---|---|---|---|"]
@@ -261,10 +410,12 @@ def markdown(report: dict) -> str:
         met = goal_met(value["median"], goal)
         why = WHY_MISSED.get(name, "see docs/benchmarks.md") if met is False else ""
         lines.append(f"| {name} | {fmt(value)} | {goal} | {'' if met is None else 'yes' if met else 'no'} | {why} |")
-    lines += ["", "| case | images/s | start-up to first step, s | peak RSS per rank, MB |", "|---|---|---|---|"]
-    for name, case in report["cases"].items():
-        lines.append(f"| {name} | {fmt(case['images_per_second'], 1)} | {fmt(case['startup_seconds'], 1)} | "
-                     f"{fmt(case['peak_rss_mb'], 0)} |")
+    if "cases" in report and "dslrun_bf16" not in report["cases"]:
+        lines += ["", "`runner.precision: mixed_bfloat16` not measured: this CPU has neither AVX512-BF16 nor AMX, "
+                  "so bfloat16 is emulated (10 images/s against 125 in float32 in a quick run)."]
+    lines += ["", *case_table(report)]
+    if report.get("profile"):
+        lines += ["", *profile_lines(report["profile"])]
     if report.get("allreduce"):
         lines += ["", "Allreduce per training step (P2), from rank 0's Horovod timeline in one more run of each "
                   "case, over its timed steps: the time some gradient exchange was in progress (fused tensors "
@@ -280,6 +431,55 @@ def markdown(report: dict) -> str:
                   f"a step takes {state['step_ms_averaging']:.0f} ms with the averaging and {state['step_ms_plain']:.0f} ms "
                   f"without, calls alternated in one job; time ratio {fmt(state['time_ratio'], 3)}."]
     return "\n".join(lines)
+
+
+def case_table(report: dict) -> list[str]:
+    """Every case's images/s beside its CPU time, GFLOP/s and fractions of the machine's peak."""
+    peak = report.get("peak")
+    lines = []
+    if peak:
+        stages = ", ".join(f"{stage} {rate:.0f}" for stage, rate in peak["conv_gflops_by_stage"].items())
+        lines += [f"Machine peak on the cases' threads (bench/peak.py, median over the repetitions of the best "
+                  f"rate): float32 matmul {peak['matmul_gflops']:.0f} GFLOP/s; ResNet-32's 3x3 convolutions, "
+                  f"forward + both gradients, {peak['conv_gflops']:.0f} GFLOP/s ({stages}). ResNet-32 does "
+                  f"{peak['resnet32_forward_gmac_per_image']:.4f} GMAC forward per image (counted from its layers); "
+                  f"a training image costs 3 x 2 x that = {peak['gflop_per_image']:.3f} GFLOP. Two-rank cases "
+                  f"count both ranks' images against the same two-core peak.", ""]
+    lines += ["| case | images/s | CPU s per step (per rank) | CPU ms per image | outside the call, ms/step | "
+              "GFLOP/s | of conv peak | of matmul peak | load (1 min) | start-up, s | peak RSS per rank, MB |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [case_row(name, case, peak) for name, case in report["cases"].items()]
+    loads = report.get("loadavg_at_group_boundaries")
+    if loads:
+        lines += ["", "Load average (1, 5, 15 min) at the start, between the groups and at the end: "
+                  + "; ".join("/".join(f"{value:.1f}" for value in load) for load in loads if load) + "."]
+    return lines
+
+
+def case_row(name: str, case: dict, peak: dict | None) -> str:
+    """One row of the case table; cells a case cannot measure (outside the call inside `fit`,
+    or anything an older report lacks) stay empty."""
+    def cell(key: str, digits: int) -> str:
+        return fmt(case[key], digits) if key in case else ""
+
+    rates = achieved(case, peak["gflop_per_image"], peak) if peak else None
+    cells = [name, cell("images_per_second", 1), cell("cpu_seconds_per_step", 3), cell("cpu_ms_per_image", 2),
+             cell("between_calls_ms_per_step", 1),
+             f"{rates['gflops']:.0f}" if rates else "", f"{100 * rates['of_conv_peak']:.0f} %" if rates else "",
+             f"{100 * rates['of_matmul_peak']:.0f} %" if rates else "", cell("load_1min", 1),
+             cell("startup_seconds", 1), cell("peak_rss_mb", 0)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def profile_lines(profile: dict) -> list[str]:
+    """bench/profile.py's evidence: graph ops, the alternated calls, the input pipelines."""
+    timing, ops, inputs = profile["alternated"], profile["graph_ops"], profile["input_cpu_ms_per_batch"]
+    cpu, wall = timing["cpu_seconds_per_step"], timing["wall_seconds_per_step"]
+    return [f"dslrun's train call against the loop's step in one process (bench/profile.py, {timing['pairs']} "
+            f"alternated pairs): CPU {cpu['dslrun']:.3f} vs {cpu['loop']:.3f} s per step "
+            f"(ratio {timing['cpu_ratio_dslrun_over_loop']:.3f}), wall {wall['dslrun']:.3f} vs {wall['loop']:.3f} s "
+            f"(ratio {timing['wall_ratio_dslrun_over_loop']:.3f}); graph ops {ops['dslrun']} vs {ops['loop']}; "
+            f"input pipeline CPU {inputs['dslrun']:.2f} vs {inputs['loop']:.2f} ms per batch."]
 
 
 def write_docs(table: str, quick: bool) -> None:
