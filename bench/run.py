@@ -376,10 +376,11 @@ def cpu_figures(results: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
 
 # Where a goal is missed, what the profiles in docs/benchmarks.md show prevents it here.
 WHY_MISSED = {
-    "P1 dslrun / fit": "fit ties the tight custom loop: a step is ~270 ms of convolutions, the loop adds ~1 ms",
+    "P1 dslrun / fit": ("fit ties dslrun on CPU per image: the step is ~50 % of the convolution peak, the loop "
+                        "around it adds < 1 ms"),
     "P2 dslrun np2 / one process, 2 threads": "Gloo + coordination threads take ~15 % of each rank's only core",
-    "P3 CSV+PNG+cifar augmenter / synthetic": ("host noise: wall-clock ratios spread 0.78-1.53; CPU s per step "
-                                               "are equal (0.52 CSV vs 0.53 synthetic)"),
+    "P3 CSV+PNG+cifar augmenter / synthetic": ("host noise: wall-clock ratios spread 0.78-1.53; CPU per image "
+                                               "is within 2 % (see the CPU-time row)"),
 }
 
 
