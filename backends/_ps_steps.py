@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
-from dsl.engine.contracts import StepParts
+from dsl.engine.contracts import StepCall, StepParts
 from dsl.engine.steps import make_step
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def _split(count: int, workers: int) -> list[int]:
     return [count // shares + (1 if i < count % shares else 0) for i in range(shares)]
 
 
-def local_val_call(val_call: Callable[[Any, tf.Tensor], dict[str, Any]]) -> Callable[[Any, tf.Tensor], dict[str, Any]]:
+def local_val_call(val_call: StepCall) -> StepCall:
     """The shared eval call, fed this process's own iterator over the val data."""
 
     def call(data: DeferredData, num_steps: tf.Tensor) -> dict[str, Any]:

@@ -21,12 +21,10 @@ all ranks instead.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from typing import Any
 
 import tensorflow as tf
 
-Average = Callable[[list[tf.Tensor]], list[tf.Tensor]]
+from dsl.engine.contracts import Average, Backend
 
 
 def replica_local_variables(model: tf.keras.Model) -> list[tf.Variable]:
@@ -65,7 +63,7 @@ def weights_digest(model: tf.keras.Model) -> str:
     return digest.hexdigest()
 
 
-def replicas_agree(backend: Any, model: tf.keras.Model) -> tuple[bool, str]:
+def replicas_agree(backend: Backend, model: tf.keras.Model) -> tuple[bool, str]:
     """Whether every replica ended with the same weights, and a line saying so or which differ."""
     digests: list[str] = backend.gather_strings(weights_digest(model))
     if len(set(digests)) == 1:

@@ -19,8 +19,9 @@ from typing import Any, cast
 
 import tensorflow as tf
 
+from dsl.engine.contracts import Average, StepCall
 from dsl.engine.precision import scaled_loss, unscaled_gradients
-from dsl.engine.replicas import Average, reconcile, replica_local_variables
+from dsl.engine.replicas import reconcile, replica_local_variables
 
 Step = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
@@ -85,7 +86,7 @@ def make_train_call(
     traces: Counter[str],
     average: Average | None = None,
     strategy: tf.distribute.Strategy | None = None,
-) -> Callable[[Any, tf.Tensor], dict[str, tf.Tensor]]:
+) -> StepCall:
     """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
 
     `metrics['loss']` is a Mean of the per-step loss; the others are updated with
@@ -127,7 +128,7 @@ def make_train_call(
         outputs["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
         return outputs
 
-    return cast(Callable[[Any, tf.Tensor], dict[str, tf.Tensor]], train_call)  # tf.function is untyped
+    return cast(StepCall, train_call)  # tf.function is untyped
 
 
 def _local_runner(step: Step) -> Callable[[Any], tf.Tensor]:
@@ -153,7 +154,7 @@ def make_val_call(
     modeler: Any,
     metrics: dict[str, tf.keras.metrics.Metric],
     traces: Counter[str],
-) -> Callable[[Any, tf.Tensor], dict[str, tf.Tensor]]:
+) -> StepCall:
     """A `tf.function(iterator, num_steps)` evaluating `num_steps` batches in inference mode."""
     loss_metric = metrics["loss"]
     others = {name: metric for name, metric in metrics.items() if name != "loss"}
@@ -173,7 +174,7 @@ def make_val_call(
         outputs.update({name: metric.result() for name, metric in others.items()})
         return outputs
 
-    return cast(Callable[[Any, tf.Tensor], dict[str, tf.Tensor]], val_call)  # tf.function is untyped
+    return cast(StepCall, val_call)  # tf.function is untyped
 
 
 def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[[tf.Tensor], tf.Tensor]) -> Any:
