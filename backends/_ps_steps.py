@@ -66,8 +66,8 @@ class CentralStorageTrainCall:
             traces["train"] += 1  # runs at tracing time only
             total = tf.constant(0.0, tf.float32)
             for _ in tf.range(num_steps):
-                images, labels = next(iterator)
-                losses = strategy.run(step, args=(images, labels))
+                features, targets = next(iterator)
+                losses = strategy.run(step, args=(features, targets))
                 total += strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
             return total / tf.cast(num_steps, tf.float32)
 
@@ -104,8 +104,8 @@ class ClusterTrainCall:
             traces["train"] += 1
             total = tf.constant(0.0, tf.float32)
             for _ in tf.range(num_steps):
-                images, labels = next(iterator)
-                losses = strategy.run(step, args=(images, labels))
+                features, targets = next(iterator)
+                losses = strategy.run(step, args=(features, targets))
                 total += strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
             return total
 

@@ -136,6 +136,41 @@ def check_shared_facts(pipeline: dict[str, Any], sources: SourceMap) -> list[Dia
     return found
 
 
+_BATCH_WORDS = {"class": "one class per example", "mask": "a class per pixel (a mask)"}
+
+
+def check_batch_kinds(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Inputter, augmenter, network and modeler agree on what a batch holds: (image, class),
+    (image, mask), (tokens, class)... as each component's `batch` declares it."""
+    declared = []
+    for kind in ("inputter", "augmenter", "network", "modeler"):
+        section = pipeline.get(kind)
+        component = _component(kind, section.get("type")) if isinstance(section, dict) else None
+        if component is not None and component.batch:
+            declared.append((kind, section["type"], component.batch))
+    if not declared:
+        return []
+    kind0, type0, batch0 = declared[0]
+    found = []
+    for kind, type_name, batch in declared[1:]:
+        if batch == batch0:
+            continue
+        fitting = sorted(c.type for c in registry.components(kind) if c.batch in (None, batch0))
+        path: JsonPath = (kind, "type")
+        found.append(Diagnostic.at(
+            sources.locate(path), path,
+            f"{kind} {type_name!r} works on {_describe_batch(batch)}, but {kind0} {type0!r} "
+            f"({_line(sources, (kind0, 'type'))}) gives {_describe_batch(batch0)}; "
+            f"{kind} types for that: {', '.join(fitting) or 'none registered'}",
+        ))
+    return found
+
+
+def _describe_batch(batch: tuple[str, str]) -> str:
+    features, targets = batch
+    return f"{features} -> {_BATCH_WORDS.get(targets, targets)}"
+
+
 def check_unique_callbacks(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """A `unique` callback (checkpoint, ...) appears at most once."""
     first: dict[str, int] = {}
@@ -324,6 +359,7 @@ CHECKS: list[Check] = [
     check_workflow,
     check_data_for_modes,
     check_shared_facts,
+    check_batch_kinds,
     check_unique_callbacks,
     check_lr_schedule,
     check_elastic,

@@ -24,10 +24,17 @@ class Placement:
 class BuildContext:
     """Facts shared between sections, so that no section repeats another's settings.
 
+    The data's facts come from the inputter (`Inputter.facts()`, see `learn`), whatever the
+    task: a section reads those its data has and leaves the others at their defaults.
+
     Attributes:
         pipeline: the resolved pipeline (plain dict, defaults filled).
-        image_shape: (height, width, channels) the network receives, from the inputter.
-        num_classes: number of classes, from the inputter.
+        image_shape: (height, width, channels) of an image input, from the inputter.
+        num_classes: number of classes (of an example, or of a pixel), from the inputter.
+        ignore_label: a target value that counts in no loss nor metric (None = every value counts).
+        vocabulary_size: token ids of a text input are below it, from the inputter's vocabulary.
+        sequence_length: tokens per text input.
+        class_names: the classes' names when the data names them.
         model_dir: the run directory.
         placement: rank / world size of this process.
         steps_per_epoch: train steps per epoch for this process (None until the data is known).
@@ -37,7 +44,25 @@ class BuildContext:
     pipeline: dict[str, Any]
     image_shape: tuple[int, int, int] = (32, 32, 3)
     num_classes: int = 10
+    ignore_label: int | None = None
+    vocabulary_size: int | None = None
+    sequence_length: int | None = None
+    class_names: list[str] | None = None
     model_dir: Path = Path("runs/default")
     placement: Placement = field(default_factory=Placement)
     steps_per_epoch: int | None = None
     seed: int | None = None
+
+    def learn(self, facts: dict[str, Any]) -> None:
+        """Take the inputter's facts about the data; a fact this context has no field for is a
+        programming error of the inputter, said at once rather than silently dropped."""
+        known = {name for name in self.__dataclass_fields__ if name not in _NOT_FACTS}
+        unknown = sorted(set(facts) - known)
+        if unknown:
+            raise TypeError(f"the inputter reports {', '.join(unknown)}, which BuildContext has no field for; "
+                            f"facts are {', '.join(sorted(known))}")
+        for name, value in facts.items():
+            setattr(self, name, tuple(value) if name == "image_shape" else value)
+
+
+_NOT_FACTS = {"pipeline", "model_dir", "placement", "steps_per_epoch", "seed"}

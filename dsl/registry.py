@@ -74,6 +74,7 @@ class Component:
     reads: tuple[str, ...] = ()
     examples: Callable[..., Any] | None = None
     aliases: tuple[str, ...] = ()
+    batch: tuple[str, str] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -110,6 +111,7 @@ def register(
     reads: tuple[str, ...] | list[str] = (),
     examples: Callable[..., Any] | None = None,
     aliases: tuple[str, ...] | list[str] = (),
+    batch: tuple[str, str] | None = None,
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -123,7 +125,10 @@ def register(
     misspelt or missing output before a run starts. `examples` (inputters) lists the data
     without TensorFlow for `dslrun validate --data` (see `dsl.datacheck`). `aliases` are
     former names of the type: pipelines that use them keep working, with a warning naming
-    the new one (see `renamed`). `extra` is merged into the component's schema (e.g.
+    the new one (see `renamed`). `batch` is the (features, targets) an inputter makes,
+    an augmenter or a modeler takes, or the (input, prediction) a network maps, in words
+    such as ("image", "class"), ("image", "mask"), ("tokens", "class"): `dslrun validate`
+    refuses a pipeline whose sections disagree (None = any). `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -157,6 +162,7 @@ def register(
             reads=tuple(reads),
             examples=examples,
             aliases=tuple(aliases),
+            batch=tuple(batch) if batch else None,  # type: ignore[arg-type]
         )
         return builder
 

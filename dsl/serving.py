@@ -1,14 +1,12 @@
-"""The SavedModel `dslrun export` writes: one model behind two serving signatures.
+"""The SavedModel `dslrun export` writes: one model behind a serving signature per input kind.
 
-- `serving_default(images)`: float32 pixels [batch, H, W, C] in [0, 1], the shape the
-  pipeline trained on — for clients that decode images themselves.
-- `serving_bytes(image_bytes)`: the encoded files (PNG, JPEG, GIF, BMP), a string per image,
-  as TF Serving clients send them (`{"b64": ...}` in its REST API: the input name ends in
-  `_bytes`). Decoding, channel conversion (an RGB file to a 1-channel model and back) and
-  resizing happen in the graph, with the same function the inputters and `dslrun predict`
-  use, so a file gets the same prediction whichever way it comes in.
+The inputter says what a client may send (`Inputter.serving_inputs()`: pixels and encoded
+image files for an image inputter, raw strings for a text one) and how it becomes the
+features the network was trained on, in the graph; the augmenter's eval preprocessing
+follows; the modeler says what comes back (`Modeler.predictions`: classes and
+probabilities, a mask...). The first input is `serving_default`, the others are named
+`serving_<input>` (`serving_bytes` for `image_bytes`, the TF Serving convention).
 
-Both apply the augmenter's eval preprocessing and return `classes` and `probabilities`.
 Imports TensorFlow: import it only where a model is exported.
 """
 
@@ -22,8 +20,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from dsl.engine.data_feed import eval_preprocess
 from dsl.engine.steps import make_predict_call
-from dsl.inputters._pipeline import decode_image
 
 
 @dataclass(frozen=True)
@@ -38,23 +36,34 @@ class Signature:
         return f"{self.name}({self.inputs}) -> {self.outputs}"
 
 
-class _Serving(tf.Module):
-    """Holds the model so its variables are saved, and the two signatures that use them."""
+def signature_name(index: int, input_name: str) -> str:
+    """`serving_default` for the first input; `serving_bytes` for `image_bytes`; else `serving_<name>`."""
+    if index == 0:
+        return "serving_default"
+    return "serving_bytes" if input_name.endswith("_bytes") else f"serving_{input_name}"
 
-    def __init__(self, model: tf.keras.Model, modeler: Any, preprocess: Any, image_shape: tuple[int, int, int]) -> None:
+
+class _Serving(tf.Module):
+    """Holds the model (and any lookup tables of the inputs) so their state is saved, and the
+    signatures that use them."""
+
+    def __init__(self, model: tf.keras.Model, modeler: Any, preprocess: Any, inputs: list[Any]) -> None:
         super().__init__()
         self.model = model
+        self.kept = [obj for serving_input in inputs for obj in serving_input.keep]
         predict = make_predict_call(model, modeler, preprocess)
-        pixels = tf.TensorSpec([*image_shape], tf.float32)
+        self.functions = {}
+        for index, serving_input in enumerate(inputs):
+            self.functions[signature_name(index, serving_input.name)] = tf.function(
+                _serve(predict, serving_input.to_features), input_signature=[serving_input.spec]
+            )
 
-        def from_bytes(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-            decoded = tf.map_fn(lambda data: decode_image(data, image_shape), image_bytes, fn_output_signature=pixels)
-            return predict(decoded)
 
-        self.serve = tf.function(
-            lambda images: predict(images), input_signature=[tf.TensorSpec([None, *image_shape], tf.float32, name="images")]
-        )
-        self.serve_bytes = tf.function(from_bytes, input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+def _serve(predict: Any, to_features: Any) -> Any:
+    def serve(raw: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict(to_features(raw))  # type: ignore[no-any-return]
+
+    return serve
 
 
 def export_saved_model(runner: Any, out: str | Path) -> list[Signature]:
@@ -63,24 +72,18 @@ def export_saved_model(runner: Any, out: str | Path) -> list[Signature]:
     The model is saved next to `out` first and moved into place, so a failed export leaves
     the earlier one whole. Returns the signatures, for the user to read.
     """
-    height, width, channels = runner.context.image_shape
-    module = _Serving(runner.model, runner.modeler, runner.augmenter.eval, (height, width, channels))
-    signatures = {"serving_default": module.serve, "serving_bytes": module.serve_bytes}
+    inputs = runner.inputter.serving_inputs()
+    module = _Serving(runner.model, runner.modeler, eval_preprocess(runner.augmenter), inputs)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        tf.saved_model.save(module, str(staging), signatures=signatures)
+        tf.saved_model.save(module, str(staging), signatures=module.functions)
         _replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    described = {name: _outputs(function) for name, function in signatures.items()}
-    return [
-        Signature("serving_default", f"images: float32 [batch, {height}, {width}, {channels}], values in [0, 1]",
-                  described["serving_default"]),
-        Signature("serving_bytes", f"image_bytes: string [batch], encoded PNG/JPEG files of any size and channels, "
-                  f"decoded to {height}x{width}x{channels} in the graph", described["serving_bytes"]),
-    ]
+    return [Signature(name, serving_input.description, _outputs(function))
+            for (name, function), serving_input in zip(module.functions.items(), inputs)]
 
 
 def _replace(staging: Path, target: Path) -> None:

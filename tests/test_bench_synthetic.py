@@ -12,7 +12,8 @@ tf = pytest.importorskip("tensorflow")
 
 from dsl.augmenters.none import Identity
 from dsl.context import BuildContext
-from dsl.inputters._pipeline import changes_images
+from dsl.engine.data_feed import eval_transform
+from dsl.inputters._pipeline import changes_data
 from dsl.registry import lookup
 
 
@@ -33,10 +34,11 @@ def test_identity_augmenter_takes_the_batched_path_with_the_same_batches(mode, s
     runs); an augmenter that is not declared unchanging takes the shared per-example path.
     Both must give the same examples in the same order, short last batch included."""
     inputter = synthetic()
-    identity = Identity().train if mode == "train" else Identity().eval
-    assert not changes_images(identity) and changes_images(lambda image: image)
+    identity = Identity().train if mode == "train" else eval_transform(Identity())
+    unchanging = lambda features, targets: (features, targets)  # noqa: E731 - not declared unchanging
+    assert not changes_data(identity) and changes_data(unchanging)
     fast = batches(inputter.dataset(mode, identity, *shards, seed=5))
-    shared = batches(inputter.dataset(mode, lambda image: image, *shards, seed=5))
+    shared = batches(inputter.dataset(mode, unchanging, *shards, seed=5))
     assert len(fast) == len(shared) > 1
     for (images, labels), (images_shared, labels_shared) in zip(fast, shared):
         np.testing.assert_array_equal(images, images_shared)

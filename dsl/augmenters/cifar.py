@@ -71,7 +71,11 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 
 class CifarAugmenter:
-    """Per-example transforms; `train` is random, `eval` is deterministic."""
+    """Per-example transforms of (image, class) examples; `train` is random, `eval` is deterministic.
+
+    The transforms move the image only: for targets that are images too (segmentation
+    masks) use the `segmentation` augmenter, which moves both.
+    """
 
     def __init__(self, params: dict[str, Any]) -> None:
         self.padding = params["padding"] if params["crop"] else 0
@@ -80,8 +84,9 @@ class CifarAugmenter:
         self.contrast = tuple(params["contrast"]) if params["contrast"] else None
         self.standardize = params["standardize"]
 
-    def train(self, image: Any, seed: Any = None) -> Any:
-        """Random crop / flip / jitter, then the eval normalisation; `seed`: int64 [2] (stateless)."""
+    def train(self, image: Any, label: Any, seed: Any = None) -> tuple[Any, Any]:
+        """Random crop / flip / jitter, then the eval normalisation; the label as it is.
+        `seed`: int64 [2] (stateless)."""
         import tensorflow as tf
 
         if seed is None:
@@ -102,7 +107,7 @@ class CifarAugmenter:
             image = tf.image.stateless_random_contrast(image, *self.contrast, contrast_seed)
         if self.brightness or self.contrast:
             image = tf.clip_by_value(image, 0.0, 1.0)
-        return self.eval(image)
+        return self.eval(image), label
 
     def eval(self, image: Any) -> Any:
         """Per-image standardisation when enabled; otherwise the image as it is."""
@@ -116,6 +121,7 @@ class CifarAugmenter:
     "cifar",
     params=PARAMS,
     description="CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> CifarAugmenter:
     p = {name: spec["default"] for name, spec in PARAMS.items()}

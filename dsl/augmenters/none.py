@@ -1,4 +1,4 @@
-"""`none`: images reach the network as the inputter decoded them, floats in [0, 1].
+"""`none`: examples reach the network as the inputter decoded them (images: floats in [0, 1]).
 
 The augmenter a pipeline gets when it has no `augmenter` section.
 """
@@ -11,19 +11,19 @@ from dsl.registry import register
 
 
 class Identity:
-    """Both paths return the image unchanged."""
+    """Both paths return the example unchanged, whatever its features and targets are."""
 
     # Lets an inputter leave out the per-example map of `train`/`eval`: a map that does
     # nothing still costs tf.data CPU per example (measured in docs/benchmarks.md).
-    changes_images = False
+    changes_data = False
 
-    def train(self, image: Any, seed: Any = None) -> Any:
-        return image
+    def train(self, features: Any, targets: Any, seed: Any = None) -> tuple[Any, Any]:
+        return features, targets
 
-    def eval(self, image: Any) -> Any:
-        return image
+    def eval(self, features: Any) -> Any:
+        return features
 
 
-@register("augmenter", "none", params={}, description="No augmentation and no normalisation: pixels in [0, 1].")
+@register("augmenter", "none", params={}, description="No augmentation and no normalisation: pixels in [0, 1], tokens as read.")
 def build(params: dict[str, Any], context: Any) -> Identity:
     return Identity()

@@ -2,6 +2,8 @@
 
     dslrun data synthetic --out data/synthetic      # small learnable set, a few seconds
     dslrun data cifar10 --out data/cifar10          # download, check MD5, convert
+    dslrun data synthetic-segmentation --out data/shapes   # images + class-index PNG masks
+    dslrun data synthetic-text --out data/reviews    # a CSV of short labelled texts
 
 Re-running over a complete directory with the same settings does nothing (pass --force
 to write it again); an interrupted run leaves the directory marked incomplete, and the
@@ -19,7 +21,7 @@ from dsl.commands._common import user_errors
 
 @click.group("data")
 def command() -> None:
-    """Make data sets (CSV + PNG) for the image_classification_csv inputter."""
+    """Make data sets on disk in the layouts the inputters read (CSV + PNG, CSV of texts)."""
 
 
 @command.command("synthetic")
@@ -69,6 +71,57 @@ def cifar10(out: Path, archive: Path | None, keep_binary: bool, no_verify: bool,
     _report(out, written, counts, "10 classes, 32x32 RGB", 10)
     if keep_binary:
         click.echo(f"binary batches (for inputter type cifar10_binary, data_dir: {out}): {out / 'cifar-10-batches-bin'}")
+
+
+@command.command("synthetic-segmentation")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
+@click.option("--num-train", type=click.IntRange(min=1), default=400, show_default=True, help="Train images.")
+@click.option("--num-val", type=click.IntRange(min=1), default=100, show_default=True, help="Eval images.")
+@click.option("--num-classes", type=click.IntRange(min=2, max=255), default=4, show_default=True,
+              help="Classes, background (0) included.")
+@click.option("--image-size", type=click.IntRange(min=8, max=1024), default=64, show_default=True, help="Height and width in pixels.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated images.")
+@click.option("--force", is_flag=True, help="Write the images again even when the directory is complete.")
+@user_errors
+def synthetic_segmentation(out: Path, num_train: int, num_val: int, num_classes: int, image_size: int, seed: int,
+                           force: bool) -> None:
+    """A small learnable segmentation set: shapes on noise, a class-index PNG mask per image."""
+    _require_image_libraries()
+    from dsl.datasets.synthetic_segmentation import SegmentationSpec, write
+
+    spec = SegmentationSpec(num_train, num_val, num_classes, image_size, seed)
+    written, counts = write(out, spec, force)
+    _say_written(out, written, counts, "images and masks", f"{num_classes} classes, {image_size}x{image_size} RGB")
+    click.echo(f"use it with: inputter: {{type: image_segmentation_csv, train: {out / 'train.csv'}, "
+               f"val: {out / 'eval.csv'}, num_classes: {num_classes}}}")
+
+
+@command.command("synthetic-text")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
+@click.option("--num-train", type=click.IntRange(min=1), default=2000, show_default=True, help="Train texts.")
+@click.option("--num-val", type=click.IntRange(min=1), default=500, show_default=True, help="Eval texts.")
+@click.option("--num-classes", type=click.IntRange(min=2, max=100), default=3, show_default=True, help="Classes.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated texts.")
+@click.option("--force", is_flag=True, help="Write the texts again even when the directory is complete.")
+@user_errors
+def synthetic_text(out: Path, num_train: int, num_val: int, num_classes: int, seed: int, force: bool) -> None:
+    """A small learnable text set: short texts whose class words and phrases decide the label."""
+    from dsl.datasets.synthetic_text import TextSpec, write
+
+    spec = TextSpec(num_train, num_val, num_classes, seed)
+    written, counts = write(out, spec, force)
+    _say_written(out, written, counts, "texts", f"{num_classes} classes")
+    click.echo(f"use it with: inputter: {{type: text_classification_csv, train: {out / 'train.csv'}, "
+               f"val: {out / 'eval.csv'}, num_classes: {num_classes}}}")
+
+
+def _say_written(out: Path, written: bool, counts: dict[str, int], items: str, what: str) -> None:
+    if written:
+        click.echo(f"wrote {counts['train']} train + {counts['eval']} eval {items} ({what}) to {out}")
+    else:
+        click.echo(f"{out} is already complete ({counts['train']} train + {counts['eval']} eval {items}); "
+                   "--force writes it again")
+    click.echo(f"  {out / 'train.csv'}\n  {out / 'eval.csv'}")
 
 
 def _require_image_libraries() -> None:

@@ -1,4 +1,4 @@
-"""`dslrun export FILE --out DIR [--force]`: a SavedModel with two serving signatures (see dsl.serving)."""
+"""`dslrun export FILE --out DIR [--force]`: a SavedModel with a serving signature per input kind (see dsl.serving)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from dsl.commands._common import CHECKPOINT_HELP, load_or_exit, set_option, user
 def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | None, force: bool) -> None:
     """Export FILE's trained model as a SavedModel in --out (refused when --out is not empty, unless --force).
 
-    Two signatures, both applying the augmenter's eval preprocessing and returning `classes`
-    and `probabilities`: `serving_default` takes `images` (float32, N x H x W x C, values in
-    [0, 1]); `serving_bytes` takes `image_bytes` (string, N: encoded PNG/JPEG files of any
-    size and channels, decoded and resized in the graph, as TF Serving clients send them).
-    The signatures are printed after the export.
+    Every signature applies the augmenter's eval preprocessing and returns the modeler's
+    predictions (`classes` and `probabilities` for a classifier, `mask` for segmentation).
+    An image pipeline's `serving_default` takes `images` (float32, N x H x W x C, values in
+    [0, 1]) and `serving_bytes` takes `image_bytes` (string, N: encoded PNG/JPEG files of any
+    size and channels, decoded and resized in the graph, as TF Serving clients send them);
+    a text pipeline's `serving_default` takes `text` (string, N: raw text, tokenized with the
+    run's vocabulary in the graph). The signatures are printed after the export.
     """
     from dsl.errors import DslError
 

@@ -1,4 +1,9 @@
-"""`dslrun predict FILE IMAGE...`: classes and probabilities for image files, as JSON lines."""
+"""`dslrun predict FILE [INPUT...] [--text TEXT...]`: the trained model's predictions, as JSON lines.
+
+What an INPUT is belongs to the pipeline's inputter (an image file; for a text pipeline a
+file of one text per line), and what each record holds to its modeler (class and
+probabilities; a mask PNG written under --out for segmentation).
+"""
 
 from __future__ import annotations
 
@@ -12,49 +17,83 @@ from dsl.commands._common import CHECKPOINT_HELP, echo_err, load_or_exit, set_op
 
 @click.command("predict")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
-@click.argument("images", metavar="IMAGE...", nargs=-1, required=True)
+@click.argument("inputs", metavar="INPUT...", nargs=-1)
+@click.option("--text", "texts", metavar="TEXT", multiple=True,
+              help="A text to classify (text pipelines; repeat for several).")
 @set_option
 @click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the N most probable classes.")
+@click.option("--out", "out", type=click.Path(file_okay=False), default=None,
+              help="Directory for the files a prediction writes (segmentation masks); default: the run directory's predictions/.")
+@click.option("--overlay", is_flag=True, help="Segmentation: also write each image with its mask blended over it.")
 @user_errors
-def command(path: str, images: tuple[str, ...], overrides: tuple[str, ...], checkpoint: str | None, top: int | None) -> None:
-    """Predict the class of each IMAGE with FILE's trained model.
+def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], overrides: tuple[str, ...],
+            checkpoint: str | None, top: int | None, out: str | None, overlay: bool) -> None:
+    """Predict each INPUT (an image file; a text file of one input per line) with FILE's trained model.
 
-    Every IMAGE is checked before the model is loaded: a missing or broken file is one line,
+    Every INPUT is checked before any prediction: each missing or broken file is one line,
     `dslrun: error: cannot read image PATH: REASON`, and exit status 1.
     """
-    pipeline = load_or_exit(path, overrides)
-    _check_images(images)
-    from dsl.engine.launch import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
-    from dsl.engine.steps import make_predict_call
     from dsl.errors import DslError
-    from dsl.inputters._pipeline import clean_error
+
+    if not inputs and not texts:
+        raise DslError("name at least one INPUT file (or --text TEXT for a text pipeline)")
+    pipeline = load_or_exit(path, overrides)
+    _check_inputs(inputs, pipeline)
+    from dsl.engine.launch import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
 
     runner = restored_runner(pipeline, checkpoint)
     import tensorflow as tf  # only after dsl.engine, or TensorFlow prints its oneDNN / CPU-feature lines
 
-    predict = make_predict_call(runner.model, runner.modeler, runner.augmenter.eval)
-    for image in images:
-        try:
-            pixels = runner.inputter.decode_file(image)
-        except (tf.errors.OpError, OSError) as exc:
-            raise DslError(f"cannot read image {image}: {clean_error(getattr(exc, 'message', str(exc)))}") from None
-        result = predict(tf.expand_dims(pixels, 0))
-        probabilities = [round(float(p), 6) for p in result["probabilities"][0].numpy()]
-        record = {"image": image, "class": int(result["classes"][0]), "probabilities": probabilities}
-        if top:
-            ranked = sorted(range(len(probabilities)), key=lambda i: -probabilities[i])[:top]
-            record["top"] = [{"class": i, "probability": probabilities[i]} for i in ranked]
-        click.echo(json.dumps(record))
+    from dsl.engine.data_feed import eval_preprocess
+    from dsl.engine.steps import make_predict_call
+
+    try:
+        examples = runner.inputter.predict_inputs(list(inputs), list(texts))
+    except DslError as exc:
+        for line in str(exc).splitlines():
+            echo_err(f"dslrun: error: {line}")
+        sys.exit(1)
+    predict = make_predict_call(runner.model, runner.modeler, eval_preprocess(runner.augmenter))
+    options = {"top": top, "out": out or str(runner.model_dir / "predictions"), "overlay": overlay}
+    for source, features in examples:
+        result = predict(tf.nest.map_structure(lambda tensor: tf.expand_dims(tensor, 0), features))
+        numbers = {name: value.numpy() for name, value in result.items()}
+        click.echo(json.dumps(runner.modeler.record(source, numbers, _numpy(features), options)))
 
 
-def _check_images(images: tuple[str, ...]) -> None:
-    """Exit with one line per IMAGE that is missing or clearly not an image (the checks skip_corrupt makes)."""
-    from dsl.inputters._files import header_problem
+def _check_inputs(inputs: tuple[str, ...], pipeline: dict[str, object]) -> None:
+    """Exit with one line per INPUT that is missing or clearly unreadable, before TensorFlow
+    starts: an image inputter's files must look like images, a text inputter's be UTF-8 text."""
+    from dsl.registry import lookup
 
-    problems = [(image, header_problem(image)) for image in images]
-    bad = [(image, problem) for image, problem in problems if problem]
-    for image, problem in bad:
-        echo_err(f"dslrun: error: cannot read image {image}: {problem}")
+    inputter = pipeline["inputter"]
+    component = lookup("inputter", inputter["type"]) if isinstance(inputter, dict) else None
+    features = component.batch[0] if component is not None and component.batch else "image"
+    problems = [(item, _problem(item, features)) for item in inputs]
+    bad = [(item, problem) for item, problem in problems if problem]
+    for item, problem in bad:
+        echo_err(f"dslrun: error: cannot read {'image' if features == 'image' else 'file'} {item}: {problem}")
     if bad:
         sys.exit(1)
+
+
+def _problem(path: str, features: str) -> str | None:
+    from dsl.inputters._files import header_problem
+
+    if features == "image":
+        return header_problem(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            handle.read()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    return None
+
+
+def _numpy(features: object) -> object:
+    import tensorflow as tf
+
+    return tf.nest.map_structure(lambda tensor: tensor.numpy(), features)

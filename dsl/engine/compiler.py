@@ -1,7 +1,7 @@
 """Resolved pipeline (a plain dict) → the objects the loop drives. TensorFlow starts here.
 
-Sections are built in dependency order: the inputter first (it knows the image shape, the
-number of classes and the size of the data), then everything that needs those facts.
+Sections are built in dependency order: the inputter first (it knows what the data is and
+how much of it there is: `Inputter.facts()`), then everything that needs those facts.
 """
 
 from __future__ import annotations
@@ -101,8 +101,7 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
         seed=seed,
     )
     inputter = build_section("inputter", pipeline["inputter"], context)
-    context.image_shape = tuple(inputter.image_shape)
-    context.num_classes = int(inputter.num_classes)
+    context.learn(inputter.facts())
     context.steps_per_epoch = steps_per_epoch(
         inputter.num_examples("train") if inputter.has_source("train") else None,
         pipeline["inputter"]["batch_size"],

@@ -39,22 +39,54 @@ MODES = ("train", "val", "test")
 
 
 class Augmenter(Protocol):
-    """Per-example transforms, run inside the inputter's parallel `map`."""
+    """Per-example transforms of a batch element `(features, targets)`, run in the inputter's `map`.
 
-    def train(self, image: Tensor) -> Tensor:
-        """Random augmentation plus normalisation, for the train mode."""
+    `train` sees both, so a geometric transform (crop, flip, scale) moves an image and its
+    mask together; `eval` sees the features only (val, test, predict and serving have no
+    targets to move), and must be deterministic. An augmenter with `changes_data = False`
+    is left out of the pipeline altogether.
+    """
+
+    def train(self, features: Tensor, targets: Tensor, seed: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Random augmentation plus normalisation; `seed` int64 [2], stateless (per example)."""
         ...
 
-    def eval(self, image: Tensor) -> Tensor:
-        """Deterministic normalisation only, for val/test/predict."""
+    def eval(self, features: Tensor) -> Tensor:
+        """Deterministic normalisation only, for val/test/predict/serving."""
         ...
+
+
+#: An example transform as the inputter maps it: `(features, targets[, seed]) -> (features, targets)`.
+ExampleTransform = Callable[..., tuple[Tensor, Tensor]]
+
+
+class ServingInput(Protocol):
+    """One input a client may send to the exported model.
+
+    `spec` is the batched TensorSpec the serving signature takes (its name is the input's
+    name); `to_features` turns such a batch into the features the inputter's datasets hold
+    (decoding, vectorising), inside the graph; `keep` are the objects whose state it uses
+    (lookup tables), which the SavedModel must track; `description` is for the user.
+    """
+
+    name: str
+    spec: Any  # tf.TensorSpec
+    to_features: Callable[[Tensor], Tensor]
+    keep: list[Any]
+    description: str
 
 
 class Inputter(Protocol):
-    """Reads a data set and makes batched `tf.data` pipelines for each workflow mode."""
+    """Reads a data set and makes batched `tf.data` pipelines of `(features, targets)` per mode.
 
-    image_shape: tuple[int, int, int]
-    num_classes: int
+    The structure of a batch is the inputter's and the modeler's business: the engine and
+    the backends pass it through. What the data is (an image shape, a vocabulary, a number
+    of classes) reaches the other sections as `facts()`, merged into their BuildContext.
+    """
+
+    def facts(self) -> dict[str, Any]:
+        """What the other sections may know of the data: BuildContext field -> value."""
+        ...
 
     def has_source(self, mode: str) -> bool:
         """Whether the pipeline declares data for `mode` ('train', 'val' or 'test')."""
@@ -64,14 +96,20 @@ class Inputter(Protocol):
         """Examples in `mode`'s data."""
         ...
 
-    def dataset(self, mode: str, augment: Callable[[Tensor], Tensor] | None = None, num_shards: Any = 1,
+    def dataset(self, mode: str, augment: ExampleTransform | None = None, num_shards: Any = 1,
                 shard_index: Any = 0, seed: int | None = None) -> Dataset:
         """Batches of `mode`, sharded over the examples before shuffling (each rank a disjoint
-        part), train data shuffled by `seed` and not repeated (the loop asks for each epoch)."""
+        part), train data shuffled by `seed` and not repeated (the loop asks for each epoch);
+        `augment` is mapped over the examples before batching."""
         ...
 
-    def decode_file(self, path: str) -> Tensor:
-        """One input file as the network's input (predict)."""
+    def serving_inputs(self) -> list[ServingInput]:
+        """The inputs the exported model takes, the first its `serving_default`."""
+        ...
+
+    def predict_inputs(self, paths: list[str], texts: list[str]) -> list[tuple[dict[str, Any], Tensor]]:
+        """`dslrun predict`'s arguments as (what names the input, its features) pairs, the
+        features one unbatched example; raises DslError naming every unreadable one."""
         ...
 
 
@@ -92,16 +130,23 @@ class Modeler(Protocol):
         """A fresh Keras optimizer using `learning_rate(steps_per_epoch, scale)`."""
         ...
 
-    def loss(self, labels: Tensor, logits: Tensor, model: Model) -> dict[str, Tensor]:
-        """{'loss': the total to minimise, ...its parts} (scalars)."""
+    def loss(self, targets: Tensor, outputs: Tensor, model: Model) -> dict[str, Tensor]:
+        """{'loss': the total to minimise, ...its parts} (scalars), from a batch's targets
+        and the network's outputs."""
         ...
 
     def metrics(self, mode: str) -> dict[str, Metric]:
-        """Fresh stateful metrics for `mode`, updated with `update_state(labels, logits)`."""
+        """Fresh stateful metrics for `mode`, updated with `update_state(targets, outputs)`."""
         ...
 
-    def predictions(self, logits: Tensor) -> dict[str, Tensor]:
+    def predictions(self, outputs: Tensor) -> dict[str, Tensor]:
         """What `predict` and the serving signature return for a batch of network outputs."""
+        ...
+
+    def record(self, source: dict[str, Any], predictions: dict[str, Any], features: Any,
+               options: dict[str, Any]) -> dict[str, Any]:
+        """The JSON record `dslrun predict` prints for one input (numpy predictions of a
+        batch of one); may write files (a mask PNG) where `options['out']` says."""
         ...
 
 

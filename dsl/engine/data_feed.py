@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dsl.engine.contracts import Augmenter, Backend, Dataset, Inputter
+from dsl.engine.contracts import Augmenter, Backend, Dataset, ExampleTransform, Inputter, Tensor
 from dsl.errors import DslError
 
 
@@ -39,7 +39,7 @@ class DataFeed:
     def eval_iterator(self, mode: str) -> Any:
         """An iterator over this rank's share of `mode`'s data, without augmentation."""
         return self.backend.make_iterator(lambda: self.inputter.dataset(
-            mode, self.augmenter.eval, self.backend.num_shards, self.backend.shard_index, seed=self.seed
+            mode, eval_transform(self.augmenter), self.backend.num_shards, self.backend.shard_index, seed=self.seed
         ))
 
     def eval_share(self, mode: str, max_steps: int | None) -> tuple[int, int]:
@@ -63,6 +63,25 @@ class DataFeed:
                 f"than the train data ({examples} examples): not one full batch per epoch; lower "
                 "inputter.batch_size or set inputter.drop_remainder: false"
             )
+
+
+def eval_transform(augmenter: Augmenter) -> ExampleTransform:
+    """The augmenter's deterministic `eval` as an example transform: features changed, targets kept.
+
+    Carries the augmenter's `changes_data`, so an inputter can still leave out a map that
+    would change nothing.
+    """
+
+    def transform(features: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        return augmenter.eval(features), targets
+
+    transform.changes_data = getattr(augmenter, "changes_data", True)  # type: ignore[attr-defined]
+    return transform
+
+
+def eval_preprocess(augmenter: Augmenter) -> Callable[[Tensor], Tensor] | None:
+    """The augmenter's `eval` for predict and serving, or None when it changes nothing."""
+    return augmenter.eval if getattr(augmenter, "changes_data", True) else None
 
 
 def explain_failure(exc: Any, mode: str, step: int) -> DslError:

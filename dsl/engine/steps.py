@@ -6,6 +6,10 @@ and one val pass per call.
 replica with `strategy.run` (its optimizer sums the replicas' gradients, hence the loss
 divided by the number of replicas). `make_train_call` wraps either in the k-step loop.
 
+A batch is `(features, targets)`, whatever structure the inputter and the modeler agreed
+on (an image and a class, an image and a mask, token ids and a class): the calls pass both
+to the network and the modeler without looking inside.
+
 Both calls take a `tf.data` iterator and a step count as tensors, so a new epoch's iterator
 or a shorter last call reuses the same graph instead of retracing (`traces` counts
 tracings; a test fails when a second epoch retraces).
@@ -39,7 +43,7 @@ def make_step(
     num_replicas: int = 1,
     jit_gradients: bool = False,
 ) -> Step:
-    """`step(images, labels)`: one optimizer update from this replica's batch; returns its loss.
+    """`step(features, targets)`: one optimizer update from this replica's batch; returns its loss.
 
     `num_replicas` > 1 is for a step run in a `tf.distribute` replica context: Keras sums the
     replicas' gradients in `apply_gradients`, so each replica differentiates loss / replicas
@@ -53,23 +57,23 @@ def make_step(
     loss_metric = metrics["loss"]
     others = [metric for name, metric in metrics.items() if name != "loss"]
 
-    def gradients_of(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+    def gradients_of(features: Any, targets: Any) -> tuple[tf.Tensor, Any, list[tf.Tensor]]:
         with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            loss = modeler.loss(labels, logits, model)["loss"]
+            outputs = model(features, training=True)
+            loss = modeler.loss(targets, outputs, model)["loss"]
             share = loss / num_replicas if num_replicas > 1 else loss
             objective = scaled_loss(optimizer, share)
         tape = wrap_tape(tape)
-        return loss, logits, unscaled_gradients(optimizer, tape.gradient(objective, model.trainable_variables))
+        return loss, outputs, unscaled_gradients(optimizer, tape.gradient(objective, model.trainable_variables))
 
     if jit_gradients:
         gradients_of = tf.function(gradients_of, jit_compile=True)
 
-    def step(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        loss, logits, gradients = gradients_of(images, labels)
+    def step(features: Any, targets: Any) -> tf.Tensor:
+        loss, outputs, gradients = gradients_of(features, targets)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         for metric in others:
-            metric.update_state(labels, logits)
+            metric.update_state(targets, outputs)
         loss_metric.update_state(loss)
         return tf.cast(loss, tf.float32)
 
@@ -90,7 +94,7 @@ def make_train_call(
     """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
 
     `metrics['loss']` is a Mean of the per-step loss; the others are updated with
-    (labels, logits). The call returns the mean loss of its own steps, the running value of
+    (targets, outputs). The call returns the mean loss of its own steps, the running value of
     every other metric, and the learning rate the last step used. With several replicas,
     `average` (the backend's) reconciles the state each replica updated from its own data,
     such as batch-norm statistics, at the end of the call (see dsl.engine.replicas).
@@ -133,8 +137,8 @@ def make_train_call(
 
 def _local_runner(step: Step) -> Callable[[Any], tf.Tensor]:
     def run(batch: Any) -> tf.Tensor:
-        images, labels = batch
-        return step(images, labels)
+        features, targets = batch
+        return step(features, targets)
 
     return run
 
@@ -163,13 +167,14 @@ def make_val_call(
     def val_call(iterator: Any, num_steps: tf.Tensor) -> dict[str, tf.Tensor]:
         traces["val"] += 1
         for _ in tf.range(num_steps):
-            images, labels = next(iterator)
-            logits = model(images, training=False)
-            loss = modeler.loss(labels, logits, model)["loss"]
+            features, targets = next(iterator)
+            outputs = model(features, training=False)
+            loss = modeler.loss(targets, outputs, model)["loss"]
             # Weighted by batch size: a short last batch counts for what it holds.
-            loss_metric.update_state(loss, sample_weight=tf.cast(tf.shape(labels)[0], tf.float32))
+            examples = tf.shape(tf.nest.flatten(targets)[0])[0]
+            loss_metric.update_state(loss, sample_weight=tf.cast(examples, tf.float32))
             for metric in others.values():
-                metric.update_state(labels, logits)
+                metric.update_state(targets, outputs)
         outputs = {"loss": loss_metric.result()}
         outputs.update({name: metric.result() for name, metric in others.items()})
         return outputs
@@ -177,12 +182,13 @@ def make_val_call(
     return cast(StepCall, val_call)  # tf.function is untyped
 
 
-def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[[tf.Tensor], tf.Tensor]) -> Any:
-    """A `tf.function(images)` for images in [0, 1]: the eval preprocessing, then predictions."""
+def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[[Any], Any] | None) -> Any:
+    """A `tf.function(features)` for a batch as the inputter decodes it (before augmentation):
+    the augmenter's eval preprocessing per example (None = none), then the modeler's predictions."""
 
     @tf.function
-    def predict_call(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        prepared = tf.map_fn(preprocess, images)
+    def predict_call(features: Any) -> dict[str, tf.Tensor]:
+        prepared = features if preprocess is None else tf.map_fn(preprocess, features)
         return cast(dict[str, tf.Tensor], modeler.predictions(model(prepared, training=False)))
 
     return predict_call

@@ -11,9 +11,11 @@ With `cache: true` the decoded images are kept in memory instead and shuffled th
 
     raw examples -> shard -> decode -> cache (filled once, reused by every epoch) -> shuffle -> augment -> ...
 
-Augmenters whose `train` accepts a `seed` keyword get a per-example stateless seed derived
-from the dataset's seed and the example's position, so an epoch's augmentation is the
-same after a resume and independent of how the parallel map schedules its work.
+The augment step maps `(features, targets) -> (features, targets)` (the augmenter's `train`,
+or its `eval` on the features). A transform that accepts a `seed` keyword gets a
+per-example stateless seed derived from the dataset's seed and the example's position,
+so an epoch's augmentation is the same after a resume and independent of how the
+parallel map schedules its work.
 """
 
 from __future__ import annotations
@@ -129,15 +131,43 @@ class BaseInputter:
             data = self._shuffled(data, mode, num_shards, seed)
             data = data.map(self._decode, num_parallel_calls=calls)
             data = self._skipping_corrupt(data, mode, num_shards, shard_index)
-        if changes_images(augment):
+        if changes_data(augment):
             data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
         data = data.batch(self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
         prefetch = parallelism(self.params["prefetch"])
         return data.prefetch(prefetch) if prefetch != 0 else data
 
+    def facts(self) -> dict[str, Any]:
+        """The image shape and number of classes (and their names, when the data has them)."""
+        facts: dict[str, Any] = {"image_shape": self.image_shape, "num_classes": self.num_classes}
+        if self.class_names:
+            facts["class_names"] = list(self.class_names)
+        return facts
+
     def decode_file(self, path: str) -> tf.Tensor:
         """One PNG/JPEG file as float32 (H, W, C) in [0, 1], resized to `image_shape` (for predict)."""
         return decode_image(tf.io.read_file(path), self.image_shape)
+
+    def serving_inputs(self) -> list[Any]:
+        """Pixels in [0, 1] of the trained shape, and encoded image files of any size."""
+        from dsl.inputters._serving import image_inputs
+
+        return image_inputs(self.image_shape, decode_image)
+
+    def predict_inputs(self, paths: list[str], texts: list[str]) -> list[tuple[dict[str, Any], tf.Tensor]]:
+        """Image files, all checked before any is decoded: one error line per bad file."""
+        if texts:
+            raise DslError("--text is for text pipelines; this pipeline's inputter reads images: name image files")
+        problems = [f"cannot read image {path}: {problem}" for path in paths if (problem := header_problem(path))]
+        if problems:
+            raise DslError("\n".join(problems))
+        examples = []
+        for path in paths:
+            try:
+                examples.append(({"image": path}, self.decode_file(path)))
+            except (tf.errors.OpError, OSError) as exc:
+                raise DslError(f"cannot read image {path}: {clean_error(getattr(exc, 'message', str(exc)))}") from None
+        return examples
 
     # ------------------------------------------------------------------------ internals
     def _raw(self, mode: str) -> tf.data.Dataset:
@@ -244,30 +274,35 @@ class FileListInputter(BaseInputter):
         return decode_image(tf.io.read_file(path), self.image_shape), label
 
 
-def changes_images(augment: Callable[..., tf.Tensor] | None) -> bool:
-    """Whether `augment` must be mapped over the examples: not when absent, nor when it is a
-    method of an augmenter that declares `changes_images = False` (`none`), whose map would
-    only cost tf.data CPU for every example."""
-    return augment is not None and getattr(getattr(augment, "__self__", None), "changes_images", True)
+def changes_data(augment: Callable[..., Any] | None) -> bool:
+    """Whether `augment` must be mapped over the examples: not when absent, nor when it (or
+    the augmenter it is a method of) declares `changes_data = False` (`none`), whose map
+    would only cost tf.data CPU for every example."""
+    if augment is None:
+        return False
+    declared = getattr(augment, "changes_data", None)
+    if declared is None:
+        declared = getattr(getattr(augment, "__self__", None), "changes_data", True)
+    return bool(declared)
 
 
 def _augmented(
     data: tf.data.Dataset,
-    augment: Callable[..., tf.Tensor],
+    augment: Callable[..., Any],
     seed: int | None,
     num_shards: int,
     shard_index: int,
     calls: int,
 ) -> tf.data.Dataset:
-    """`augment` mapped over the images; with a seed, each example gets its own stateless seed."""
+    """`augment` mapped over the examples; with a seed, each example gets its own stateless seed."""
     if seed is None or not _accepts_seed(augment):
-        return data.map(lambda image, label: (augment(image), label), num_parallel_calls=calls)
+        return data.map(lambda features, targets: augment(features, targets), num_parallel_calls=calls)
 
-    def seeded(position: tf.Tensor, example: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-        image, label = example
+    def seeded(position: tf.Tensor, example: tuple[Any, Any]) -> tuple[Any, Any]:
+        features, targets = example
         # The position over all ranks, so that no two examples of an epoch share a seed.
         index = position * num_shards + shard_index
-        return augment(image, seed=tf.stack([tf.constant(seed, tf.int64), index])), label
+        return augment(features, targets, seed=tf.stack([tf.constant(seed, tf.int64), index]))  # type: ignore[no-any-return]
 
     return data.enumerate().map(seeded, num_parallel_calls=calls)
 

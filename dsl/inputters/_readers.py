@@ -16,7 +16,7 @@ from dsl.inputters._common import MODES
 from dsl.inputters._pipeline import (
     ASSERT_MARKER,
     BaseInputter,
-    changes_images,
+    changes_data,
     decode_image,
     fit_image,
     label_checked,
@@ -121,7 +121,7 @@ class SyntheticInputter(CountedInputter):
         `from_tensor_slices` pipeline does. With an augmenter that changes the images, the
         shared per-example pipeline runs.
         """
-        if changes_images(augment):
+        if changes_data(augment):
             return super().dataset(mode, augment, num_shards, shard_index, seed)
         self._check_mode(mode)
         offset, size = self._offsets[mode], self._sizes[mode]

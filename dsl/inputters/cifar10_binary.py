@@ -92,6 +92,7 @@ def _records(folder: Path, names: tuple[str, ...]) -> Iterator[Any]:
     required=("data_dir",),
     examples=examples,
     description="CIFAR-10 from its official binary files (10 classes, 32x32 RGB; val and test = test_batch).",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """Check the files and their sizes now; records are read while training."""

@@ -61,6 +61,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     outputs=skipped_outputs,
     examples=examples,
     description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """Read every declared CSV now (errors name the file and line); images are read while training."""

@@ -76,6 +76,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     outputs=skipped_outputs,
     examples=examples,
     description="PNG/JPEG images in one sub-folder per class (class index = sorted sub-folder names).",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """List every declared folder now; images are read while training."""

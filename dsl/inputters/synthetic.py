@@ -63,6 +63,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     params=PARAMS,
     examples=examples,
     description="Generated in-memory images (noise around a per-class colour) for benchmarks; no files.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """A generator of `num_examples` examples per mode."""

@@ -119,6 +119,7 @@ def read_records(path: Path, key: str) -> Iterator[bytes]:
     required=("num_classes",),
     examples=examples,
     description="tf.train.Example records (encoded PNG/JPEG image + int64 label) in TFRecord files.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """Find and count the records of every declared mode now; they are parsed while training."""

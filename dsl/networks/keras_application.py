@@ -73,6 +73,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     params=PARAMS,
     required=("name",),
     description="A tf.keras.applications model (MobileNetV2, ResNet50, ...) built for the pipeline's images.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """The application model: images (B, H, W, C) -> logits (B, num_classes), weights loaded if given."""

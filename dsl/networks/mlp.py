@@ -43,6 +43,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "mlp",
     params=PARAMS,
     description="Multi-layer perceptron on the flattened image: hidden dense layers, logits.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """The MLP as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""

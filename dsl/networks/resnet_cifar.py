@@ -58,6 +58,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "resnet_cifar",
     params=PARAMS,
     description="ResNet for 32x32 images (He et al. 2016): depth 20/32/44/56/110, 16-32-64 filters.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """The ResNet as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""

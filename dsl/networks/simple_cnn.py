@@ -57,6 +57,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "simple_cnn",
     params=PARAMS,
     description="Small convolutional network: conv/pool stages, a dense layer, logits.",
+    batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """The CNN as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
