@@ -128,3 +128,51 @@ def test_engine_modules_stay_small() -> None:
     """One concept per module: a file of the loop over 400 lines holds more than one."""
     sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in (ROOT / "dsl" / "engine").glob("*.py")}
     assert {name: lines for name, lines in sizes.items() if lines > 400} == {}
+
+
+# What a task's components speak of. The engine and the backends pass `(features, targets)`
+# through and ask the modeler and inputter for the rest, so none of these may appear in their
+# code (names, attributes, arguments, strings); docstrings and comments may give examples.
+TASK_WORDS = {"image", "images", "label", "labels", "logits", "mask", "masks", "pixels", "vocabulary",
+              "token", "tokens", "num_classes", "class_names", "image_shape", "ignore_label", "sequence_length",
+              "segmentation", "classification", "classifier"}
+# Registered types that are ordinary words too (`none` is also Python's and Horovod's).
+GENERIC_TYPES = {"none"}
+
+
+def code_words(path: Path) -> set[str]:
+    """Every identifier, attribute and word of a string constant in `path`'s code, docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value) for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    words: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+        elif isinstance(node, ast.arg):
+            words.add(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.update(part for chunk in node.value.split() for part in chunk.strip(".,:;()[]{}'\"").split("_"))
+            words.update(node.value.split())
+    return {word.lower() for word in words}
+
+
+def test_no_engine_or_backend_file_names_a_task() -> None:
+    """A new task is its components' modules: nothing under dsl/engine/ or backends/ knows one."""
+    from dsl import registry
+
+    registry.load_all()
+    task_types = {c.type for kind in ("inputter", "augmenter", "network", "modeler")
+                  for c in registry.components(kind)} - GENERIC_TYPES
+    found = {}
+    for package in ("dsl/engine", "backends"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            named = code_words(path) & (TASK_WORDS | task_types)
+            if named:
+                found[str(path.relative_to(ROOT))] = sorted(named)
+    assert found == {}
