@@ -2,6 +2,8 @@
 
     DIR/train/00000.png ...      DIR/eval/00000.png ...
     DIR/eval.csv                 rows `eval/00000.png,3` after a `path,label` header
+                                 (segmentation: `eval/images/00000.png,eval/masks/00000.png`
+                                 after an `image_path,mask_path` header)
     DIR/classes.txt              class names, one per line, label 0 first
     DIR/dataset.json             what was generated (kind and settings)
     DIR/train.csv                written last
@@ -61,20 +63,21 @@ def write_images(out: Path, split: str, images: np.ndarray, start: int = 0, tota
     return paths
 
 
-def finish(out: Path, rows: dict[str, list[tuple[str, int]]], class_names: list[str], manifest: dict[str, Any]) -> None:
-    """Write classes.txt, eval.csv, dataset.json and, last, train.csv."""
+def finish(out: Path, rows: dict[str, list[tuple[str, Any]]], class_names: list[str], manifest: dict[str, Any],
+           header: tuple[str, str] = ("path", "label")) -> None:
+    """Write classes.txt, eval.csv, dataset.json and, last, train.csv (rows under `header`)."""
     _atomic_text(out / CLASSES, "".join(f"{name}\n" for name in class_names))
-    _write_csv(out / EVAL_CSV, rows["eval"])
+    _write_csv(out / EVAL_CSV, rows["eval"], header)
     _atomic_text(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    _write_csv(out / TRAIN_CSV, rows["train"])
+    _write_csv(out / TRAIN_CSV, rows["train"], header)
 
 
-def _write_csv(path: Path, rows: Iterable[tuple[str, int]]) -> None:
+def _write_csv(path: Path, rows: Iterable[tuple[str, Any]], header: tuple[str, str]) -> None:
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["path", "label"])
-        writer.writerows((name, int(label)) for name, label in rows)
+        writer.writerow(header)
+        writer.writerows((name, int(value) if isinstance(value, (int, np.integer)) else value) for name, value in rows)
     os.replace(temporary, path)
 
 
