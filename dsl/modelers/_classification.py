@@ -1,0 +1,115 @@
+"""What the modelers that predict one class per example share, whatever the features are.
+
+Softmax cross-entropy (with label smoothing) plus the L2 term of `BaseModeler`, accuracy
+and top-k accuracies, predictions (class and probabilities) and the predict record. The
+image and the text classification modelers are this with their own `batch` declared:
+the loss of a class does not depend on what the class was predicted from.
+
+Pure Python at import time: TensorFlow is imported inside the methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "label_smoothing": {
+        "description": "Share of each label's probability spread evenly over all classes (0 = one-hot labels).",
+        "type": "number",
+        "minimum": 0.0,
+        "exclusiveMaximum": 1.0,
+        "default": 0.0,
+    },
+    "top_k": {
+        "description": "Extra top-k accuracies to report, e.g. [5] adds top_5_accuracy (each k at least 2).",
+        "type": "array",
+        "items": {"type": "integer", "minimum": 2},
+        "uniqueItems": True,
+        "default": [],
+    },
+    **TRAINING_PARAMS,
+}
+
+
+def metric_names(top_k: list[int]) -> list[str]:
+    """The metrics `metrics()` returns, by name: accuracy, then each top-k accuracy."""
+    return ["accuracy", *(f"top_{k}_accuracy" for k in top_k)]
+
+
+def outputs(params: dict[str, Any]) -> dict[str, list[str]]:
+    """What each phase reports with this modeler (the loop adds its own `loss` mean and the
+    optimizer's `learning_rate`, both the modeler's to define), for `dslrun validate`."""
+    metrics = ["loss", *metric_names(params.get("top_k") or [])]
+    return {"train": [*metrics, "learning_rate"], "val": metrics}
+
+
+class ClassificationModeler(BaseModeler):
+    """Loss, metrics, predictions and predict records of a classifier (dsl.engine.contracts.Modeler).
+
+    Args:
+        params: the `modeler` section; missing keys take their defaults.
+        context: the BuildContext (`num_classes`, `class_names`, and `pipeline['runner']` for the run's length).
+    """
+
+    PARAMS = PARAMS
+
+    def __init__(self, params: dict[str, Any], context: Any) -> None:
+        super().__init__(params, context)
+        self._check_top_k(self.params["top_k"])
+
+    def loss(self, labels: Any, logits: Any, model: Any) -> dict[str, Any]:
+        """{'loss': cross_entropy + l2_loss, 'cross_entropy': batch mean, 'l2_loss': weighted L2 term}."""
+        import tensorflow as tf
+
+        logits = tf.cast(logits, tf.float32)
+        labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
+        smoothing = self.params["label_smoothing"]
+        if smoothing:
+            one_hot = tf.one_hot(labels, depth=logits.shape[-1], dtype=tf.float32)
+            per_example = tf.keras.losses.categorical_crossentropy(
+                one_hot, logits, from_logits=True, label_smoothing=smoothing
+            )
+        else:
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        cross_entropy = tf.reduce_mean(per_example)
+        l2_loss = self.l2_loss(model)
+        return {"loss": cross_entropy + l2_loss, "cross_entropy": cross_entropy, "l2_loss": l2_loss}
+
+    def metrics(self, mode: str) -> dict[str, Any]:
+        """Fresh metrics, updated with `update_state(labels, logits)`: accuracy and each top-k."""
+        import tensorflow as tf
+
+        accuracy, *top_names = metric_names(self.params["top_k"])
+        metrics = {accuracy: tf.keras.metrics.SparseCategoricalAccuracy(name=accuracy)}
+        for k, name in zip(self.params["top_k"], top_names):
+            metrics[name] = tf.keras.metrics.SparseTopKCategoricalAccuracy(k=k, name=name)
+        return metrics
+
+    def predictions(self, logits: Any) -> dict[str, Any]:
+        """{'classes': int32 (B,), 'probabilities': float32 (B, num_classes)}."""
+        import tensorflow as tf
+
+        logits = tf.cast(logits, tf.float32)
+        return {
+            "classes": tf.argmax(logits, axis=-1, output_type=tf.int32),
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+        }
+
+    def record(self, source: dict[str, Any], predictions: dict[str, Any], features: Any,
+               options: dict[str, Any]) -> dict[str, Any]:
+        """`{input..., "class", "probabilities"[, "name"][, "top"]}` for one input (see dsl.modelers._records)."""
+        from dsl.modelers._records import class_record
+
+        return class_record(source, predictions, options.get("top"), getattr(self.context, "class_names", None))
+
+    def _check_top_k(self, top_k: list[int]) -> None:
+        classes = getattr(self.context, "num_classes", None)
+        for k in top_k:
+            if classes is not None and k >= classes:
+                raise DslError(
+                    f"modeler.top_k: top_{k}_accuracy is always 1 with {classes} classes; "
+                    f"use values below {classes}, or remove it"
+                )

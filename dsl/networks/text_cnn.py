@@ -1,0 +1,67 @@
+"""`text_cnn`: Kim (2014)'s convolutional sentence classifier.
+
+Token ids -> embedding -> for each filter size, a 1-D convolution (ReLU) and the maximum
+over time of each filter -> the maxima of all sizes concatenated -> dropout -> logits. A
+filter of size 3 learns a three-word pattern wherever it occurs, so phrases and negations
+("not good") are seen, not only single words.
+
+Layer names: `embedding`, `conv_<size>`, `pool_<size>`, `concatenate`, `dropout`, `logits`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.networks._common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
+from dsl.networks._text import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
+from dsl.registry import register
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "num_classes": NUM_CLASSES_PARAM,
+    "embedding_dim": EMBEDDING_DIM_PARAM,
+    "filter_sizes": {
+        "description": "Window sizes in tokens, one convolution each (Kim 2014: [3, 4, 5]).",
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1},
+        "minItems": 1,
+        "uniqueItems": True,
+        "default": [3, 4, 5],
+    },
+    "num_filters": {
+        "description": "Filters of each convolution.",
+        "type": "integer",
+        "minimum": 1,
+        "default": 100,
+    },
+    "dropout": {**TEXT_DROPOUT_PARAM, "default": 0.5},
+}
+
+
+@register(
+    "network",
+    "text_cnn",
+    params=PARAMS,
+    description="Kim (2014) text CNN: embedding, convolutions of several widths, max over time, logits.",
+    batch=("tokens", "class"),
+)
+def build(params: dict[str, Any], context: Any) -> Any:
+    """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
+    import tensorflow as tf
+
+    p = with_defaults(params, PARAMS)
+    inputs = token_input(context)
+    too_wide = [size for size in p["filter_sizes"] if size > context.sequence_length]
+    if too_wide:
+        raise DslError(f"network.filter_sizes: {too_wide[0]} is wider than the {context.sequence_length} tokens of a text; "
+                       "use smaller sizes or a longer inputter.sequence_length")
+    vectors = embedding(context, p["embedding_dim"])(inputs)
+    pooled = []
+    for size in p["filter_sizes"]:
+        x = tf.keras.layers.Conv1D(p["num_filters"], size, activation="relu", name=f"conv_{size}")(vectors)
+        pooled.append(tf.keras.layers.GlobalMaxPooling1D(name=f"pool_{size}")(x))
+    x = pooled[0] if len(pooled) == 1 else tf.keras.layers.Concatenate(name="concatenate")(pooled)
+    if p["dropout"]:
+        x = tf.keras.layers.Dropout(p["dropout"], name="dropout")(x)
+    outputs = logits_layer(num_classes(p, context))(x)
+    return tf.keras.Model(inputs, outputs, name="text_cnn")
