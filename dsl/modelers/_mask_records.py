@@ -1,0 +1,68 @@
+"""What `dslrun predict` writes for a segmentation input: a mask PNG, an overlay, and a record.
+
+The mask is predicted at the pipeline's image shape and written at the input file's own
+size (nearest neighbour, so a pixel keeps a class index) as an 8-bit single-channel PNG of
+class indices, the format the segmentation inputter reads. The overlay blends the input
+image with a fixed colour per class (the PASCAL VOC palette: class 0 black, then red,
+green, yellow, blue...), the same colours for every run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OVERLAY_ALPHA = 0.5
+
+
+def palette(num_classes: int) -> np.ndarray:
+    """uint8 (num_classes, 3): the PASCAL VOC colour map (bits of the class index spread over R, G, B)."""
+    colours = np.zeros((num_classes, 3), np.uint8)
+    for k in range(num_classes):
+        label, red, green, blue = k, 0, 0, 0
+        for shift in range(7, -1, -1):
+            red |= (label & 1) << shift
+            green |= ((label >> 1) & 1) << shift
+            blue |= ((label >> 2) & 1) << shift
+            label >>= 3
+        colours[k] = (red, green, blue)
+    return colours
+
+
+def mask_record(source: dict[str, Any], mask: np.ndarray, features: np.ndarray, num_classes: int, out: str,
+                overlay: bool, class_names: list[str] | None = None) -> dict[str, Any]:
+    """Write `mask` (H, W) for the input `source['image']` under `out`; its record (paths, size, class shares)."""
+    from PIL import Image
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = Path(str(source.get("image", "input"))).stem
+    picture = _original(source, features)
+    written = Image.fromarray(mask.astype(np.uint8), mode="L").resize(picture.size, Image.NEAREST)
+    mask_path = folder / f"{stem}.png"
+    written.save(mask_path, format="PNG")
+    record: dict[str, Any] = {**source, "mask": str(mask_path), "size": [picture.height, picture.width]}
+    if overlay:
+        colours = palette(num_classes)[np.asarray(written)]
+        blended = (1 - OVERLAY_ALPHA) * np.asarray(picture, np.float32) + OVERLAY_ALPHA * colours
+        overlay_path = folder / f"{stem}_overlay.png"
+        Image.fromarray(blended.round().astype(np.uint8), mode="RGB").save(overlay_path, format="PNG")
+        record["overlay"] = str(overlay_path)
+    counts = np.bincount(np.asarray(written).ravel(), minlength=num_classes)
+    names = class_names if class_names and len(class_names) == num_classes else [str(k) for k in range(num_classes)]
+    record["classes"] = {name: round(float(count) / counts.sum(), 6) for name, count in zip(names, counts)}
+    return record
+
+
+def _original(source: dict[str, Any], features: np.ndarray) -> Any:
+    """The input image as RGB at its own size, or the decoded features when the file cannot be read."""
+    from PIL import Image
+
+    try:
+        with Image.open(str(source["image"])) as image:
+            return image.convert("RGB")
+    except (KeyError, OSError, ValueError):
+        pixels = (np.clip(features, 0.0, 1.0) * 255).round().astype(np.uint8)
+        return Image.fromarray(np.repeat(pixels, 3, axis=-1) if pixels.shape[-1] == 1 else pixels, mode="RGB")

@@ -1,0 +1,127 @@
+"""`image_segmentation`: per-pixel softmax cross-entropy + L2, an optimizer, a schedule, IoU metrics.
+
+The task of the segmentation networks (`unet`, `fcn`): targets are masks of class indices
+(B, H, W), outputs per-pixel logits (B, H, W, num_classes). Pixels whose mask value is the
+inputter's `ignore_label` count in no loss nor metric. What every modeler shares
+(optimizer, lr_schedule, weight_decay) is `dsl.modelers._base.BaseModeler`.
+
+Metrics: `mean_iou`, `pixel_accuracy` and `iou_<k>` for each class k, from one confusion
+matrix per phase (dsl/modelers/_segmentation_metrics.py). Over several ranks the loop
+averages each rank's result weighted by its examples, so mean and per-class IoU are the
+average of the ranks' IoUs, close to but not exactly the IoU of the pooled confusion
+matrix; pixel accuracy is exact when the ranks count as many pixels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.errors import DslError
+from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
+from dsl.registry import register
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "class_weights": {
+        "description": (
+            "Weight of each class's pixels in the loss, class 0 first (one per class, e.g. higher for rare "
+            "classes); the loss stays a mean over the counted pixels. null = every pixel weighs 1."
+        ),
+        "type": ["array", "null"],
+        "items": {"type": "number", "minimum": 0.0},
+        "minItems": 2,
+        "default": None,
+    },
+    "probabilities": {
+        "description": "Also return per-pixel class probabilities (B, H, W, num_classes) from the serving signature.",
+        "type": "boolean",
+        "default": False,
+    },
+    **TRAINING_PARAMS,
+}
+
+METRICS = ["mean_iou", "pixel_accuracy"]
+
+
+def outputs(params: dict[str, Any]) -> dict[str, list[str]]:
+    """What each phase reports, for `dslrun validate`: loss, mean_iou, pixel_accuracy (and the
+    per-class `iou_<k>` when class_weights tells the number of classes)."""
+    per_class = [f"iou_{k}" for k in range(len(params.get("class_weights") or []))]
+    metrics = ["loss", *METRICS, *per_class]
+    return {"train": [*metrics, "learning_rate"], "val": metrics}
+
+
+@register(
+    "modeler",
+    "image_segmentation",
+    params=PARAMS,
+    description="Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU.",
+    outputs=outputs,
+    batch=("image", "mask"),
+)
+def build(params: dict[str, Any], context: Any) -> ImageSegmentationModeler:
+    """The modeler for the resolved `modeler` section."""
+    return ImageSegmentationModeler(params, context)
+
+
+class ImageSegmentationModeler(BaseModeler):
+    """Loss, metrics, predictions and predict records of per-pixel classification.
+
+    Args:
+        params: the `modeler` section; missing keys take their defaults.
+        context: the BuildContext (`num_classes`, `ignore_label`, `class_names`, `pipeline['runner']`).
+    """
+
+    PARAMS = PARAMS
+
+    def __init__(self, params: dict[str, Any], context: Any) -> None:
+        super().__init__(params, context)
+        self.num_classes = int(context.num_classes)
+        self.ignore_label: int | None = getattr(context, "ignore_label", None)
+        weights = self.params["class_weights"]
+        if weights is not None and len(weights) != self.num_classes:
+            raise DslError(
+                f"modeler.class_weights: {len(weights)} weights for {self.num_classes} classes (inputter.num_classes); "
+                "give one weight per class, class 0 first"
+            )
+
+    def loss(self, masks: Any, logits: Any, model: Any) -> dict[str, Any]:
+        """{'loss': cross_entropy + l2_loss, 'cross_entropy': mean over the counted pixels, 'l2_loss'}."""
+        import tensorflow as tf
+
+        logits = tf.cast(logits, tf.float32)
+        masks = tf.cast(masks, tf.int32)
+        counted = tf.ones_like(masks, tf.bool) if self.ignore_label is None else tf.not_equal(masks, self.ignore_label)
+        labels = tf.where(counted, masks, 0)  # any class: the pixel's weight is 0
+        per_pixel = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        weights = tf.cast(counted, tf.float32)
+        if self.params["class_weights"] is not None:
+            weights *= tf.gather(tf.constant(self.params["class_weights"], tf.float32), labels)
+        cross_entropy = tf.math.divide_no_nan(tf.reduce_sum(per_pixel * weights),
+                                              tf.reduce_sum(tf.cast(counted, tf.float32)))
+        l2_loss = self.l2_loss(model)
+        return {"loss": cross_entropy + l2_loss, "cross_entropy": cross_entropy, "l2_loss": l2_loss}
+
+    def metrics(self, mode: str) -> dict[str, Any]:
+        """Fresh metrics, updated with `update_state(masks, logits)`: mean_iou, pixel_accuracy, iou_<k>."""
+        from dsl.modelers._segmentation_metrics import segmentation_metrics
+
+        return segmentation_metrics(self.num_classes, self.ignore_label)
+
+    def predictions(self, logits: Any) -> dict[str, Any]:
+        """{'mask': int32 (B, H, W)} (+ 'probabilities': float32 (B, H, W, num_classes) when asked)."""
+        import tensorflow as tf
+
+        logits = tf.cast(logits, tf.float32)
+        found = {"mask": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+        if self.params["probabilities"]:
+            found["probabilities"] = tf.nn.softmax(logits, axis=-1)
+        return found
+
+    def record(self, source: dict[str, Any], predictions: dict[str, Any], features: Any,
+               options: dict[str, Any]) -> dict[str, Any]:
+        """Write the mask PNG (and with `options['overlay']` the overlay) under `options['out']`;
+        `{input..., "mask", ["overlay"], "size", "classes": share of pixels per class}`."""
+        from dsl.modelers._mask_records import mask_record
+
+        return mask_record(source, predictions["mask"][0], features, self.num_classes, options["out"],
+                           bool(options.get("overlay")), getattr(self.context, "class_names", None))
