@@ -57,10 +57,22 @@ def produced(pipeline: dict[str, Any]) -> dict[str, list[str]] | None:
         component = _component(kind, section)
         if component is None or component.outputs is None:
             continue
-        for phase, names in component.outputs(section).items():
+        for phase, names in _declared(component.outputs, section, pipeline).items():
             found.setdefault(phase, [])
             found[phase] += [name for name in names if name not in found[phase]]
     return found
+
+
+def _declared(outputs: Any, section: dict[str, Any], pipeline: dict[str, Any]) -> dict[str, list[str]]:
+    """`outputs(section)`, or `outputs(section, pipeline)` for a component whose outputs depend
+    on another section (a segmentation modeler's `iou_<k>` on the inputter's num_classes)."""
+    import inspect
+
+    try:
+        takes_pipeline = len(inspect.signature(outputs).parameters) >= 2
+    except (TypeError, ValueError):
+        takes_pipeline = False
+    return outputs(section, pipeline) if takes_pipeline else outputs(section)  # type: ignore[no-any-return]
 
 
 def reads(pipeline: dict[str, Any]) -> list[Read]:

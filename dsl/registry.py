@@ -32,7 +32,8 @@ from dsl.errors import DslError
 PHASE_OUTPUT_FORMAT = "phase-output"
 
 # Outputs per phase a component produces, from its (resolved) parameters: {"val": ["loss", ...]}.
-Outputs = Callable[[dict[str, Any]], dict[str, list[str]]]
+# outputs(section) or outputs(section, pipeline): phase -> output names the component adds.
+Outputs = Callable[..., dict[str, list[str]]]
 
 # kind -> the package holding its modules (the YAML section a user writes).
 KINDS: dict[str, str] = {
@@ -120,7 +121,8 @@ def register(
     optional, `default`); the parameters every component of the kind takes (`kind_params`,
     e.g. a callback's `priority`) are added after them. `unique` callbacks may appear once per pipeline (a second
     `checkpoint` would fight the first over the same files). `outputs(params)` names the
-    phase outputs the component adds (`{"train": [...], "val": [...]}`); `reads` names the
+    phase outputs the component adds (`{"train": [...], "val": [...]}`; `outputs(params,
+    pipeline)` when they depend on another section); `reads` names the
     outputs it always reads (`"val/accuracy"`), so that `dslrun validate` can tell a
     misspelt or missing output before a run starts. `examples` (inputters) lists the data
     without TensorFlow for `dslrun validate --data` (see `dsl.datacheck`). `aliases` are

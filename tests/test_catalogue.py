@@ -43,6 +43,7 @@ def test_list_and_markdown_show_the_nested_keys() -> None:
 
 def test_the_cifar_flip_warns_about_digits_and_text() -> None:
     _, default = rows("augmenter")["cifar:horizontal_flip"]
-    [description] = [p.description for e in entries("augmenter") for p in e.parameters if p.name == "horizontal_flip"]
+    [description] = [p.description for e in entries("augmenter") if e.name == "cifar"
+                     for p in e.parameters if p.name == "horizontal_flip"]
     assert default == "true"
     assert "wrong for digits and text-like images" in description and "set false" in description
