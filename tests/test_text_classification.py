@@ -24,13 +24,13 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, kill_group
-
 from dsl.context import BuildContext, Placement
 from dsl.datasets.synthetic_text import TextSpec, class_phrase, generate, write
 from dsl.errors import DslError
 from dsl.inputters._text import VOCABULARY_FILE
 from dsl.registry import lookup
+
+from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, kill_group
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "pipelines" / "text_classification.yaml"
@@ -176,7 +176,7 @@ def test_folder_layout_reads_class_folders_as_imdb_has_them(tmp_path: Path) -> N
     assert inputter.num_examples("train") == 4 and inputter.num_examples("val") == 2
     assert inputter.arrays["train"][1].tolist() == [0, 0, 1, 1]  # neg (sorted files), then pos
     assert inputter.facts()["class_names"] == ["neg", "pos"]
-    with pytest.raises(DslError, match="inputter.train: there are 3 classes"):  # without `classes`, unsup is a class
+    with pytest.raises(DslError, match=r"inputter\.train: there are 3 classes"):  # without `classes`, unsup is a class
         build("text_folder", tmp_path / "run2", train=str(train), num_classes=2)
 
 
@@ -240,7 +240,7 @@ def test_a_saved_vocabulary_that_does_not_fit_the_settings_is_an_error(tmp_path:
     (run / VOCABULARY_FILE).write_text("{not json", encoding="utf-8")
     with pytest.raises(DslError, match="cannot read the vocabulary"):
         build("text_classification_csv", run, train=str(train_csv))
-    with pytest.raises(DslError, match="no vocabulary in .* and the inputter has no train data"):
+    with pytest.raises(DslError, match=r"no vocabulary in .* and the inputter has no train data"):
         build("text_classification_csv", tmp_path / "fresh", val=str(train_csv))
 
 
@@ -323,7 +323,7 @@ def test_text_networks_refuse_image_data() -> None:
     with pytest.raises(DslError, match="reads token ids, but the inputter reports no vocabulary"):
         lookup("network", "text_cnn").builder({"type": "text_cnn"}, BuildContext(pipeline={}))
     too_short = BuildContext(pipeline={}, vocabulary_size=10, sequence_length=2)
-    with pytest.raises(DslError, match="network.filter_sizes: 3 is wider than the 2 tokens"):
+    with pytest.raises(DslError, match=r"network\.filter_sizes: 3 is wider than the 2 tokens"):
         lookup("network", "text_cnn").builder({"type": "text_cnn", "filter_sizes": [2, 3]}, too_short)
 
 
