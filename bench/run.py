@@ -33,8 +33,12 @@ HOROVODRUN = ["horovodrun", "-np", "2", "--gloo"]
 
 def run_case(args: list[str], ranks: int = 1, launcher_args: tuple[str, ...] = (),
              marker: str = '"images_per_second"') -> dict:
-    """One case as a subprocess; its JSON line holding `marker` (rank 0's under horovodrun)."""
-    command = [sys.executable, str(ROOT / "bench" / "cases.py"), *args, "--launched-at", str(time.time())]
+    """One case as a subprocess; its JSON line holding `marker` (rank 0's under horovodrun).
+    `args` are bench/cases.py's, or another case script's (tasks.py) after its name."""
+    script = "cases.py"
+    if args and args[0].endswith(".py"):
+        script, args = args[0], args[1:]
+    command = [sys.executable, str(ROOT / "bench" / script), *args, "--launched-at", str(time.time())]
     return run_command(command, ranks, launcher_args, marker, args)
 
 
@@ -293,7 +297,11 @@ def main() -> None:
     print("P2: averaging batch-norm statistics every call, alternated with a call without it", file=sys.stderr)
     replica_state = run_case(["--case", "replica_state", "--batch", "32", "--warmup", "3",
                               "--steps", "10" if args.quick else "30"], 2, marker='"replica_state"')
-    results = {**p1, **p2}
+    print("P6: segmentation and text classification, the shipped pipelines against Keras fit and a loop",
+          file=sys.stderr)
+    p6 = interleaved(task_cases(steps), repeats)
+    loads.append(load_average())
+    results = {**p1, **p2, **p6}
     figures = {
         "P1 dslrun / fit": (ratio(results, "dslrun", "fit"), ">= 1.2"),
         "P1 dslrun / custom loop": (ratio(results, "dslrun", "loop"), ">= 1.0"),
@@ -311,6 +319,7 @@ def main() -> None:
         "BN statistics averaged every call: dslrun np2 / the same without": (
             ratio(results, "dslrun_np2", "dslrun_np2_no_reconcile"), ""),
         "runner.horovod.sync_batch_norm: np2 with / without": (ratio(results, "dslrun_np2_sync_bn", "dslrun_np2"), ""),
+        **task_figures(results),
     }
     speed = validate_speed(repeats if not args.quick else 3)
     report = {
@@ -333,6 +342,35 @@ def main() -> None:
     print(f"\nwritten {path}", file=sys.stderr)
     if args.write_docs:
         write_docs(table, args.quick)
+
+
+TASK_DATA = {"segmentation": ["synthetic-segmentation", "--num-train", "256", "--num-val", "16", "--image-size", "64"],
+             "text": ["synthetic-text", "--num-train", "2048", "--num-val", "64"]}
+
+
+def task_cases(steps: list[str]) -> dict[str, Case]:
+    """dslrun, `model.fit` and a `tf.function` loop for each task (bench/tasks.py), on data
+    generated once per task."""
+    cases: dict[str, Case] = {}
+    for task, command in TASK_DATA.items():
+        data = Path(tempfile.mkdtemp(prefix=f"dslrun-bench-{task}-"))
+        subprocess.run([str(BIN / "dslrun"), "data", *command[:1], "--out", str(data), *command[1:]],
+                       check=True, capture_output=True, env=ENV)
+        for case in ("dslrun", "fit", "loop"):
+            cases[f"{task}_{case}"] = (["tasks.py", "--task", task, "--case", case, "--data", str(data),
+                                        "--batch", "16" if task == "segmentation" else "64", *steps], 1)
+    return cases
+
+
+def task_figures(results: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
+    """dslrun / fit and dslrun / loop per task, examples per second (goal: at least 1.0 each)."""
+    figures = {}
+    for task in TASK_DATA:
+        for reference, label in (("fit", "Keras fit"), ("loop", "tf.function loop")):
+            if f"{task}_dslrun" in results and f"{task}_{reference}" in results:
+                figures[f"P6 {task}: dslrun / {label}"] = (ratio(results, f"{task}_dslrun", f"{task}_{reference}"),
+                                                          ">= 1.0")
+    return figures
 
 
 def horovod_options(per_rank: list[str]) -> dict[str, Case]:
@@ -463,7 +501,9 @@ def case_row(name: str, case: dict, peak: dict | None) -> str:
     def cell(key: str, digits: int) -> str:
         return fmt(case[key], digits) if key in case else ""
 
-    rates = achieved(case, peak["gflop_per_image"], peak) if peak else None
+    # The FLOP count is ResNet-32's: the task cases (other networks) get no rate.
+    resnet = not any(name.startswith(f"{task}_") for task in TASK_DATA)
+    rates = achieved(case, peak["gflop_per_image"], peak) if peak and resnet else None
     cells = [name, cell("images_per_second", 1), cell("cpu_seconds_per_step", 3), cell("cpu_ms_per_image", 2),
              cell("between_calls_ms_per_step", 1),
              f"{rates['gflops']:.0f}" if rates else "", f"{100 * rates['of_conv_peak']:.0f} %" if rates else "",

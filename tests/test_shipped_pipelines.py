@@ -1,8 +1,8 @@
 """Every pipeline in pipelines/ under every launcher a user would start it with.
 
 The files are the shipped ones, unchanged; only `--set` shrinks them (one short epoch or a
-few iterations, batch 16) and environment variables point them at data generated here in
-the formats they read. One process (`dslrun FILE`), `horovodrun -np 2 --gloo`, `--mpi`,
+few iterations, small batches) and environment variables point them at data generated here
+in the formats they read — images, segmentation masks, texts. One process (`dslrun FILE`), `horovodrun -np 2 --gloo`, `--mpi`,
 plain `mpirun -np 2`, a local parameter-server cluster (`dslrun launch --backend ps`) and two
 workers of TensorFlow's allreduce (`dslrun launch --backend collective`) must each end with exit 0; the allreduce launchers also with the ranks' weights identical
 (the ResNets and cnn_iters use batch normalisation, whose statistics every rank updates
@@ -35,6 +35,8 @@ SHRINK: dict[str, tuple[str, list[str]]] = {
     "cnn_iters.yaml": ("csv", ["runner.max_iters=8", "runner.workflow=[[train, 4], [val, 1]]",
                                "runner.steps_per_call=2", "callbacks[4].every_n_iters=4", "inputter.batch_size=16"]),
     "mlp_folder.yaml": ("folder", ["runner.max_epochs=2", "inputter.batch_size=16"]),
+    "segmentation.yaml": ("shapes", ["runner.max_epochs=1", "inputter.batch_size=8", "inputter.image_shape=[32, 32, 3]"]),
+    "text_classification.yaml": ("reviews", ["runner.max_epochs=1", "inputter.batch_size=16"]),
 }
 # What the user types before the file, per launcher.
 LAUNCHERS = {
@@ -53,7 +55,8 @@ def uses_ps(name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """10 classes of 32x32 images as CSV + PNG, and 16x16 ones in class folders (image_folder)."""
+    """10 classes of 32x32 images as CSV + PNG, 16x16 ones in class folders (image_folder), 32x32
+    shapes with class-index masks (segmentation) and a CSV of labelled texts."""
     root = tmp_path_factory.mktemp("shipped")
     csv = _synthetic(root / "csv", image_size=32)
     small = _synthetic(root / "small", image_size=16)
@@ -64,7 +67,12 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             target = folder / mode / f"class_{int(label):02d}" / Path(path).name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(small / path)
-    return {"csv": csv, "folder": folder}
+    shapes, reviews = root / "shapes", root / "reviews"
+    for command in (["synthetic-segmentation", "--out", str(shapes), "--num-train", "64", "--num-val", "16",
+                     "--image-size", "32"],
+                    ["synthetic-text", "--out", str(reviews), "--num-train", "256", "--num-val", "64"]):
+        subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=MULTIRANK_ENV, capture_output=True)
+    return {"csv": csv, "folder": folder, "shapes": shapes, "reviews": reviews}
 
 
 def _synthetic(out: Path, image_size: int) -> Path:
@@ -94,10 +102,12 @@ def shrunk(name: str, run_dir: Path) -> list[str]:
     return [arg for setting in [*SHRINK[name][1], f"runner.model_dir={run_dir}"] for arg in ("--set", setting)]
 
 def last_val(run_dir: Path) -> dict:
+    """The run's last val record: a finite loss and its task's score (accuracy, or mean IoU) in [0, 1]."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in records if r["mode"] == "val"]
     assert val, records
-    assert math.isfinite(val[-1]["loss"]) and 0.0 <= val[-1]["accuracy"] <= 1.0, val[-1]
+    score = "mean_iou" if "mean_iou" in val[-1] else "accuracy"
+    assert math.isfinite(val[-1]["loss"]) and 0.0 <= val[-1][score] <= 1.0, val[-1]
     return val[-1]
 
 

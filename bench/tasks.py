@@ -1,0 +1,165 @@
+"""One benchmark case of a task beyond image classification, in one process.
+
+    python bench/tasks.py --task segmentation|text --case dslrun|fit|loop --data DIR ...
+
+dslrun trains the shipped pipeline (pipelines/segmentation.yaml, pipelines/text_classification.yaml)
+on the data in DIR, as `dslrun FILE --set ...` would, with only its length, batch size and run
+directory changed (and its callbacks off, as the references have none). The references are
+what a user would write by hand with Keras for the same task: the same network (built by the
+pipeline's own network builder), the same batches (the pipeline's inputter and augmenter),
+the same optimizer settings, and the task's usual Keras loss and metrics — `model.fit`, and
+a `tf.function` loop. Prints one JSON line in bench/cases.py's format ("images_per_second"
+counts examples: images or texts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from cases import Clock, report  # noqa: E402  (bench/ is put on the path above)
+
+PIPELINES = {"segmentation": ROOT / "pipelines" / "segmentation.yaml",
+             "text": ROOT / "pipelines" / "text_classification.yaml"}
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task", required=True, choices=sorted(PIPELINES))
+    parser.add_argument("--case", required=True, choices=["dslrun", "fit", "loop"])
+    parser.add_argument("--data", required=True, help="the task's data, as `dslrun data synthetic-...` writes it")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--launched-at", type=float, default=0.0)
+    args = parser.parse_args()
+    # The fields bench/cases.py's report reads.
+    args.input, args.threads, args.precision = args.task, 0, "float32"
+    return args
+
+
+def pipeline(args: argparse.Namespace, run: str) -> dict[str, Any]:
+    """The shipped pipeline with only the run's length, batch size and directory changed."""
+    from dsl.pipeline import load_pipeline
+
+    iters = args.warmup + args.steps
+    overrides = [f"runner.model_dir={run}", f"runner.workflow=[[train, {iters}]]", f"runner.max_iters={iters}",
+                 "runner.max_epochs=null", f"inputter.batch_size={args.batch}", "callbacks=[]"]
+    return load_pipeline(PIPELINES[args.task], overrides, environ={**os.environ, "DATA_DIR": args.data})
+
+
+def run_dslrun(args: argparse.Namespace) -> None:
+    from dsl.callbacks.base import Callback
+    from dsl.engine.launch import build_runner
+
+    clock = Clock(args.warmup, args.launched_at, args.steps)
+
+    class Timer(Callback):
+        priority = "HIGHEST"
+
+        def after_train_iter(self, runner: Any) -> None:
+            clock.step_done(runner.step, runner.iter_seconds)
+
+    with tempfile.TemporaryDirectory() as run:
+        runner = build_runner(pipeline(args, run), resume=False)
+        runner.add_callback(Timer())
+        runner.run()
+        report(args, clock, runner.placement.world_size, runner.placement.rank, {"retraces": dict(runner.traces)})
+
+
+def reference_parts(args: argparse.Namespace, run: str) -> tuple[Any, Any, Any, Any]:
+    """The network, an endless dataset of the pipeline's train batches, its optimizer, and the
+    context (what the data is) — everything a hand-written script would set up the same way."""
+    from dsl.context import Placement
+    from dsl.engine.compiler import compile_pipeline, configure_tensorflow
+
+    resolved = pipeline(args, run)
+    seed = configure_tensorflow(resolved)
+    compiled = compile_pipeline(resolved, Placement(), seed)
+    data = compiled.inputter.dataset("train", compiled.augmenter.train, seed=seed).repeat()
+    optimizer = compiled.modeler.optimizer(compiled.context.steps_per_epoch)
+    return compiled.model, data, optimizer, compiled.context
+
+
+def keras_loss_and_metrics(task: str, context: Any) -> tuple[Any, list[Any]]:
+    """The task's usual Keras loss and metrics, as its Keras tutorial would write them."""
+    import tensorflow as tf
+
+    if task == "segmentation":
+        ignore = context.ignore_label
+        loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=ignore)
+        return loss, [tf.keras.metrics.MeanIoU(context.num_classes, sparse_y_pred=False, ignore_class=ignore),
+                      tf.keras.metrics.SparseCategoricalAccuracy()]
+    return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), [tf.keras.metrics.SparseCategoricalAccuracy()]
+
+
+def run_fit(args: argparse.Namespace) -> None:
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as run:
+        model, data, optimizer, context = reference_parts(args, run)
+        loss, metrics = keras_loss_and_metrics(args.task, context)
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+        clock = Clock(args.warmup, args.launched_at, args.steps)
+
+        class Timer(tf.keras.callbacks.Callback):
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                clock.step_done(batch + 1)
+
+        model.fit(data, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0, callbacks=[Timer()])
+        report(args, clock, 1, 0)
+
+
+def run_loop(args: argparse.Namespace) -> None:
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as run:
+        model, data, optimizer, context = reference_parts(args, run)
+        loss_fn, metrics = keras_loss_and_metrics(args.task, context)
+
+        @tf.function
+        def train_step(features: Any, targets: Any) -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                logits = model(features, training=True)
+                loss = loss_fn(targets, logits)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            for metric in metrics:
+                metric.update_state(targets, logits)
+            return loss
+
+        clock = Clock(args.warmup, args.launched_at, args.steps)
+        for step, (features, targets) in enumerate(data.take(args.warmup + args.steps)):
+            tick = time.perf_counter()
+            float(train_step(features, targets))  # a user logs the loss; it also makes the timing honest
+            clock.step_done(step + 1, time.perf_counter() - tick)
+        report(args, clock, 1, 0)
+
+
+def whole_calls(args: argparse.Namespace) -> None:
+    """Warm-up and timed steps rounded up to whole graph calls of the pipeline's
+    `runner.steps_per_call` (the timer sees a call's end), for every case alike."""
+    with tempfile.TemporaryDirectory() as run:
+        per_call = int(pipeline(args, run)["runner"].get("steps_per_call") or 1)
+    args.warmup = -(-args.warmup // per_call) * per_call
+    args.steps = -(-args.steps // per_call) * per_call
+
+
+def main() -> None:
+    args = parse()
+    whole_calls(args)
+    {"dslrun": run_dslrun, "fit": run_fit, "loop": run_loop}[args.case](args)
+
+
+if __name__ == "__main__":
+    main()
