@@ -198,7 +198,7 @@ def test_the_same_seed_gives_the_same_example_and_eval_only_normalises() -> None
 
 
 @pytest.mark.parametrize("params, facts, match", [
-    ({"min_scale": 2.0, "max_scale": 1.0}, {}, "augmenter.min_scale: 2.0 is above max_scale"),
+    ({"min_scale": 2.0, "max_scale": 1.0}, {}, r"augmenter\.min_scale: 2\.0 is above max_scale"),
     ({"min_scale": 0.5}, {"ignore_label": None}, "padding takes the mask value inputter.ignore_label, which is null"),
 ])
 def test_augmenter_settings_that_cannot_work_are_refused(params: dict[str, Any], facts: dict[str, Any], match: str) -> None:
@@ -220,7 +220,7 @@ def test_unet_gives_float32_logits_at_any_divisible_input_size_even_under_mixed_
     assert model(tf.zeros([2, 16, 16, 3])).shape == (2, 16, 16, 4)
     assert model(tf.zeros([1, 8, 12, 3])).shape == (1, 8, 12, 4)
     assert model.output.dtype == tf.float32
-    assert {"encoder_1_conv_1", "encoder_1_batch_normalization_1", "decoder_1_concat", "logits"} <= {l.name for l in model.layers}
+    assert {"encoder_1_conv_1", "encoder_1_batch_normalization_1", "decoder_1_concat", "logits"} <= {layer.name for layer in model.layers}
 
 
 @pytest.mark.parametrize("pipeline, match", [
@@ -241,14 +241,14 @@ def test_fcn_gives_logits_at_input_resolution(stride: int) -> None:
 
     model = fcn.build({"backbone": "MobileNetV2", "output_stride": stride}, context(image_shape=(32, 32, 3)))
     assert model(tf.zeros([2, 32, 32, 3])).shape == (2, 32, 32, 4) and model.output.dtype == tf.float32
-    assert ("score_8" in {l.name for l in model.layers}) == (stride == 8)
+    assert ("score_8" in {layer.name for layer in model.layers}) == (stride == 8)
 
 
 def test_fcn_refuses_a_training_crop_of_another_size() -> None:
     from dsl.networks import fcn
 
     pipeline = {"augmenter": {"type": "segmentation", "crop_size": [16, 16]}}
-    with pytest.raises(DslError, match="augmenter.crop_size: fcn is built for the inputter's image shape 32x32"):
+    with pytest.raises(DslError, match=r"augmenter\.crop_size: fcn is built for the inputter.s image shape 32x32"):
         fcn.build({}, context(image_shape=(32, 32, 3), pipeline=pipeline))
 
 
@@ -280,7 +280,7 @@ def test_class_weights_scale_each_class_and_must_be_one_per_class() -> None:
     masks = tf.constant([[[0, 1], [1, 255]]])
     loss = modeler(class_weights=[1.0, 3.0, 1.0, 1.0]).loss(masks, logits, tf.keras.Sequential())["loss"]
     assert float(loss) == pytest.approx(np.log(4) * (1 + 3 + 3) / 3, rel=1e-6)
-    with pytest.raises(DslError, match="modeler.class_weights: 3 weights for 4 classes"):
+    with pytest.raises(DslError, match=r"modeler\.class_weights: 3 weights for 4 classes"):
         modeler(class_weights=[1.0, 2.0, 3.0])
 
 
