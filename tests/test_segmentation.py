@@ -149,6 +149,28 @@ def test_skip_corrupt_leaves_out_a_pair_whose_mask_is_missing(tmp_path: Path) ->
     assert source.num_examples("train") == 2 and "bad_mask.png" in source.skipped["train"][0]
 
 
+def test_validate_data_locates_each_bad_mask_without_training(tmp_path: Path) -> None:
+    mask = np.zeros((16, 16), np.uint8)
+    mask[2, 2] = 9
+    csv = pair_csv(tmp_path, np.zeros((16, 16, 3), np.uint8), mask)
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(tmp_path / "colour_mask.png")
+    Image.fromarray(np.zeros((8, 16), np.uint8)).save(tmp_path / "small_mask.png")
+    with open(csv, "a") as handle:
+        handle.write("good.png,colour_mask.png\ngood.png,small_mask.png\ngood.png,none.png\n")
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(f"version: 1\ninputter: {{type: image_segmentation_csv, train: {csv}, num_classes: 4, "
+                        "image_shape: [16, 16, 3], batch_size: 2}\nnetwork: {type: unet, depth: 2}\n"
+                        "modeler: {type: image_segmentation}\nrunner: {workflow: [[train, 1]], max_epochs: 1}\n")
+    result = dslrun("validate", "--data", str(pipeline), check=False)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    for line, problem in [(4, "has the value 9, which is none of classes 0..3 or ignore_label 255"),
+                          (5, "Pillow mode RGB, not a single-channel"), (6, "is 8x16 pixels but its image"),
+                          (7, "none.png does not exist")]:
+        assert any(text.startswith(f"{csv}:{line}:1: error") and problem in text for text in lines), (line, lines)
+    assert "inputter.train: 2 examples" in result.stdout
+
+
 # ----------------------------------------------------------------------------------- augmenter
 def augmenter(**params: Any) -> Any:
     from dsl.augmenters.segmentation import build
