@@ -139,6 +139,19 @@ def test_validate_data_reports_every_bad_row(tmp_path: Path, train_csv: Path) ->
     assert f"{bad}:3:1" in result.stdout + result.stderr and f"{bad}:4:1" in result.stdout + result.stderr
 
 
+def test_validate_data_sums_texts_up_and_warns_as_for_images(tmp_path: Path) -> None:
+    """Class counts per split, a class without texts, and val texts copied from train."""
+    train = write_csv(tmp_path / "train.csv", [("a goal", 0), ("more rain", 1), ("a goal", 0), ("late goal", 0)])
+    val = write_csv(tmp_path / "val.csv", [("more rain", 1), ("a new oven", 2)])
+    result = dslrun("validate", "--data", str(SHIPPED), "--set", f"inputter.train={train}",
+                    "--set", f"inputter.val={val}", "--set", "inputter.batch_size=2", check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "inputter.train: 4 examples from" in out and "2 classes, 1-3 each" in out
+    assert "class 2 (food) has no example in this split" in out
+    assert "1 of 2 examples has the same content as a train example (val.csv line 2 = train.csv line 3)" in out
+
+
 def test_labels_may_be_class_names_or_indices(tmp_path: Path) -> None:
     train = write_csv(tmp_path / "named.csv", [("a goal", "sports"), ("rain", 1), ("oven", "food")])
     inputter = build("text_classification_csv", tmp_path / "run", train=str(train), classes=["sports", "weather", "food"])

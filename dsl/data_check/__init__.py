@@ -98,12 +98,15 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
     return found
 
 
-def _inspect(item: Example) -> ImageFacts | str:
-    """The example's image facts (inspecting its file now), or why the image is unusable."""
+def _inspect(item: Example) -> ImageFacts | str | None:
+    """The example's image facts (inspecting its file now), why the image is unusable, or None
+    for an example without an image (a text: its digest is all there is to count)."""
     if item.problem is not None:
         return item.problem
     if item.facts is not None:
         return item.facts
+    if item.path is None and item.digest is not None:
+        return None
     facts = inspect_file(item.path or "")
     return f"image {item.path}: {facts}" if isinstance(facts, str) else facts
 

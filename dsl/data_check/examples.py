@@ -3,7 +3,8 @@
 An inputter registers `examples(params, mode) -> Split | None` (see `dsl.registry`); it
 lists its data as it would when built, without TensorFlow, and yields every example and
 every problem of the listing (a bad CSV row, a label out of range) instead of stopping at
-the first. The image files themselves are inspected by `dsl.data_check` afterwards.
+the first. The image files themselves are inspected by `dsl.data_check` afterwards; an
+example without an image (a text) carries the digest of its content.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from dsl.diagnostics import Location
 class Example:
     """One listed example: its label, where it is listed, and its image (a file, or facts already read).
 
+    An example that is no image (a text) gives the `digest` of its content instead, so the
+    split's class counts and its copies of train examples are still summed up.
+
     An image found unusable while listing (a record's bytes that do not decode) has a
     `problem` instead of facts; like a bad file, it is an error, or a warning under `skip_corrupt`.
     """
@@ -29,6 +33,7 @@ class Example:
     path: str | None = None  # an image file still to inspect
     facts: ImageFacts | None = None  # known already (records read in memory)
     problem: str | None = None  # why the image, read already, is unusable
+    digest: bytes | None = None  # content digest of an example without an image (a text)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """One split of the data summed up: counts, classes, sizes, channels, steps; and what looks wrong.
 
 The warnings are about the data as a whole rather than one file: a class with no example
-(never learnt, or never measured), classes far apart in size, and val or test images whose
-bytes are also in train (the score then overstates what the model learnt).
+(never learnt, or never measured), classes far apart in size, and val or test examples
+(image bytes, texts) that are also in train (the score then overstates what the model learnt).
 """
 
 from __future__ import annotations
@@ -37,12 +37,17 @@ class SplitReport:
     digests: dict[bytes, str] = field(default_factory=dict)  # content -> where it is first listed
     steps: int | None = None  # train: steps per epoch; val/test: batches per pass
 
-    def count(self, example: Example, facts: ImageFacts) -> None:
+    def count(self, example: Example, facts: ImageFacts | None) -> None:
+        """One usable example: its class, its image's size and mode (when it is an image) and
+        its content's digest (to find val examples copied from train)."""
         self.examples += 1
         self.labels[example.label] += 1
-        self.sizes[(facts.width, facts.height)] += 1
-        self.modes[facts.mode] += 1
-        self.digests.setdefault(facts.digest, example.origin)
+        if facts is not None:
+            self.sizes[(facts.width, facts.height)] += 1
+            self.modes[facts.mode] += 1
+        digest = facts.digest if facts is not None else example.digest
+        if digest is not None:
+            self.digests.setdefault(digest, example.origin)
 
     def class_name(self, label: int) -> str:
         if self.class_names and 0 <= label < len(self.class_names):
@@ -64,6 +69,7 @@ class SplitReport:
             low, high = min(self.labels.values()), max(self.labels.values())
             parts.append(f"{len(self.labels)} classes, {low}-{high} each" if low != high else
                          f"{len(self.labels)} classes, {low} each")
+        if self.sizes:
             parts.append(f"{_sizes(self.sizes)} {_counted(self.modes)}")
             height, width, channels = inputter.get("image_shape") or (None, None, None)
             if height and (set(self.sizes) != {(width, height)} or set(self.modes) != {"L" if channels == 1 else "RGB"}):
@@ -125,8 +131,9 @@ def split_warnings(report: SplitReport, train: SplitReport | None, num_classes: 
         if shared:
             first = shared[0]
             one = len(shared) == 1
-            found.append((f"{len(shared)} of {report.examples} images {'has' if one else 'have'} the same content as "
-                          f"a train image ({'' if one else 'e.g. '}{report.digests[first]} = {train.digests[first]}), "
+            kind = "image" if report.sizes else "example"
+            found.append((f"{len(shared)} of {report.examples} {kind}s {'has' if one else 'have'} the same content as "
+                          f"a train {kind} ({'' if one else 'e.g. '}{report.digests[first]} = {train.digests[first]}), "
                           f"so the {report.mode} score overstates what the model learnt; remove "
                           f"{'it' if one else 'them'} from one of the splits", "warning"))
     return found

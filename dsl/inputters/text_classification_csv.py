@@ -29,7 +29,6 @@ from dsl.inputters._text import (
     TEXT_COMMON_PARAMS,
     VOCABULARY_PARAMS,
     TextSplit,
-    counted_split,
     utf8_problem,
 )
 from dsl.registry import register
@@ -66,25 +65,28 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 
 def examples(params: dict[str, Any], mode: str) -> Any:
-    """`dslrun validate --data`: every bad row of `mode`'s CSVs, located, and how many texts they hold."""
-    from dsl.data_check.examples import Problem
+    """`dslrun validate --data`: every text of `mode`'s CSVs (its class and a digest of it, for the
+    class counts and the val texts copied from train) and every bad row, located."""
+    from dsl.data_check.examples import Example, Problem, Split
     from dsl.diagnostics import Location
+    from dsl.inputters._text import text_digest
 
     p = with_defaults(params, PARAMS)
     values = as_list(p[mode])
-    problems, count = [], 0
+    items: list[Any] = []
     for value in values:
         try:
             path = existing_file(value, f"inputter.{mode}")
         except DslError as exc:
-            problems.append(Problem(str(exc)))
+            items.append(Problem(str(exc)))
             continue
-        for line, _, _, problem in csv_rows(path, p):
+        for line, text, label, problem in csv_rows(path, p):
+            where = Location(str(path), line, 1)
             if problem is None:
-                count += 1
+                items.append(Example(label, f"{path.name} line {line}", where, digest=text_digest(text)))
             else:
-                problems.append(Problem(problem, Location(str(path), line, 1)))
-    return counted_split(problems, count, ", ".join(values), p["classes"])
+                items.append(Problem(problem, where))
+    return Split(items, source=", ".join(values), class_names=p["classes"])
 
 
 @register(

@@ -49,27 +49,30 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 
 def examples(params: dict[str, Any], mode: str) -> Any:
-    """`dslrun validate --data`: the texts of `mode`'s folders as `build` lists them, each
-    unreadable one a problem naming its file."""
-    from dsl.data_check.examples import Problem
+    """`dslrun validate --data`: the texts of `mode`'s folders as `build` lists them (class and
+    digest each), each unreadable one a problem naming its file."""
+    from dsl.data_check.examples import Example, Problem, Split
     from dsl.diagnostics import Location
-    from dsl.inputters._text import counted_split
+    from dsl.inputters._text import text_digest
 
     p = with_defaults(params, PARAMS)
+    source = ", ".join(as_list(p[mode]))
     try:
         folders = {m: [existing_dir(v, f"inputter.{m}") for v in as_list(p[m])] for m in MODES if p[m]}
         classes = _classes(p, folders)
         files = _listing(mode, folders[mode], classes, explicit=bool(p["classes"]))
     except DslError as exc:
-        return counted_split([Problem(str(exc))], 0, ", ".join(as_list(p[mode])), None)
-    problems = []
-    for path, _ in files:
+        return Split([Problem(str(exc))], source=source)
+    items: list[Any] = []
+    for path, label in files:
         try:
-            decoded(path.read_bytes(), path)
+            text = decoded(path.read_bytes(), path)
         except (OSError, DslError) as exc:
-            problems.append(Problem(str(exc) if isinstance(exc, DslError) else f"cannot read {path}: {exc}",
-                                    Location(str(path))))
-    return counted_split(problems, len(files) - len(problems), ", ".join(as_list(p[mode])), classes)
+            items.append(Problem(str(exc) if isinstance(exc, DslError) else f"cannot read {path}: {exc}",
+                                 Location(str(path))))
+            continue
+        items.append(Example(label, str(path), Location(str(path)), digest=text_digest(text)))
+    return Split(items, source=source, class_names=classes)
 
 
 @register(
