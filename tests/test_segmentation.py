@@ -326,6 +326,7 @@ def test_outputs_name_what_a_callback_may_monitor() -> None:
 
     assert outputs({})["val"] == ["loss", "mean_iou", "pixel_accuracy"]
     assert outputs({"class_weights": [1, 2]})["val"][-2:] == ["iou_0", "iou_1"]
+    assert outputs({}, {"inputter": {"num_classes": 3}})["val"][-3:] == ["iou_0", "iou_1", "iou_2"]
     assert outputs({})["train"][-1] == "learning_rate"
 
 
@@ -342,6 +343,18 @@ def test_record_writes_the_mask_and_overlay_at_the_input_size(tmp_path: Path) ->
     assert Image.open(record["overlay"]).size == (6, 8) and record["size"] == [8, 6]
     assert record["classes"] == {"0": pytest.approx(2 / 3), "1": pytest.approx(1 / 3), "2": 0.0, "3": 0.0}
     json.dumps(record)
+
+
+def test_two_inputs_of_one_name_get_a_mask_file_each(tmp_path: Path) -> None:
+    options = {"out": str(tmp_path / "out"), "overlay": False}
+    written = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        picture = tmp_path / folder / "0.png"
+        Image.fromarray(np.full((4, 4, 3), 100, np.uint8)).save(picture)
+        written.append(modeler().record({"image": str(picture)}, {"mask": np.zeros((1, 4, 4), np.int32)},
+                                        np.zeros((4, 4, 3), np.float32), options)["mask"])
+    assert [Path(path).name for path in written] == ["0.png", "0-2.png"]
 
 
 # ------------------------------------------------------------------------- through the real CLI

@@ -32,13 +32,17 @@ def palette(num_classes: int) -> np.ndarray:
 
 
 def mask_record(source: dict[str, Any], mask: np.ndarray, features: np.ndarray, num_classes: int, out: str,
-                overlay: bool, class_names: list[str] | None = None) -> dict[str, Any]:
-    """Write `mask` (H, W) for the input `source['image']` under `out`; its record (paths, size, class shares)."""
+                overlay: bool, class_names: list[str] | None = None, taken: set[str] | None = None) -> dict[str, Any]:
+    """Write `mask` (H, W) for the input `source['image']` under `out`; its record (paths, size, class shares).
+
+    Files are named after the input's stem; `taken` holds the stems this predict run used
+    already, so two inputs of one name (a/0.png, b/0.png) get 0.png and 0-2.png, not one file.
+    """
     from PIL import Image
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = Path(str(source.get("image", "input"))).stem
+    stem = _unused(Path(str(source.get("image", "input"))).stem, taken if taken is not None else set())
     picture = _original(source, features)
     written = Image.fromarray(mask.astype(np.uint8), mode="L").resize(picture.size, Image.NEAREST)
     mask_path = folder / f"{stem}.png"
@@ -54,6 +58,15 @@ def mask_record(source: dict[str, Any], mask: np.ndarray, features: np.ndarray, 
     names = class_names if class_names and len(class_names) == num_classes else [str(k) for k in range(num_classes)]
     record["classes"] = {name: round(float(count) / counts.sum(), 6) for name, count in zip(names, counts)}
     return record
+
+
+def _unused(stem: str, taken: set[str]) -> str:
+    name, number = stem, 1
+    while name in taken:
+        number += 1
+        name = f"{stem}-{number}"
+    taken.add(name)
+    return name
 
 
 def _original(source: dict[str, Any], features: np.ndarray) -> Any:

@@ -42,10 +42,13 @@ PARAMS: dict[str, dict[str, Any]] = {
 METRICS = ["mean_iou", "pixel_accuracy"]
 
 
-def outputs(params: dict[str, Any]) -> dict[str, list[str]]:
-    """What each phase reports, for `dslrun validate`: loss, mean_iou, pixel_accuracy (and the
-    per-class `iou_<k>` when class_weights tells the number of classes)."""
-    per_class = [f"iou_{k}" for k in range(len(params.get("class_weights") or []))]
+def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> dict[str, list[str]]:
+    """What each phase reports, for `dslrun validate`: loss, mean_iou, pixel_accuracy and the
+    per-class `iou_<k>` of every class (the inputter's num_classes, or class_weights' length)."""
+    classes = ((pipeline or {}).get("inputter") or {}).get("num_classes")
+    if not isinstance(classes, int):
+        classes = len(params.get("class_weights") or [])
+    per_class = [f"iou_{k}" for k in range(classes)]
     metrics = ["loss", *METRICS, *per_class]
     return {"train": [*metrics, "learning_rate"], "val": metrics}
 
@@ -124,4 +127,5 @@ class ImageSegmentationModeler(BaseModeler):
         from dsl.modelers._mask_records import mask_record
 
         return mask_record(source, predictions["mask"][0], features, self.num_classes, options["out"],
-                           bool(options.get("overlay")), getattr(self.context, "class_names", None))
+                           bool(options.get("overlay")), getattr(self.context, "class_names", None),
+                           options.setdefault("taken", set()))

@@ -25,7 +25,7 @@ from typing import Any
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._segmentation import require_image_shape, segmentation_input
-from dsl.networks.keras_application import APPLICATIONS, _load_weights, _weights_path
+from dsl.networks.keras_application import APPLICATIONS, load_weights, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
 from dsl.registry import register
 
@@ -91,7 +91,7 @@ def _backbone(p: dict[str, Any], context: Any) -> Any:
     name = p["backbone"]
     if name not in APPLICATIONS:
         raise DslError(f"network.backbone: {name!r} is not a tf.keras.applications model; use one of {', '.join(APPLICATIONS)}")
-    weights = _weights_path(p["weights"])
+    weights = weights_path(p["weights"])
     try:
         backbone = getattr(tf.keras.applications, name)(
             include_top=False, weights=None, input_tensor=segmentation_input(context, any_size=False))
@@ -101,7 +101,7 @@ def _backbone(p: dict[str, Any], context: Any) -> Any:
             f"{str(exc).strip().rstrip('.')}. Use larger images (the inputter's image size) or another backbone"
         ) from None
     if weights is not None:
-        _load_weights(backbone, weights)
+        load_weights(backbone, weights)
     return backbone
 
 

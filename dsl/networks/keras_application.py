@@ -85,7 +85,7 @@ def build(params: dict[str, Any], context: Any) -> Any:
         raise DslError(
             f"network.name: {name!r} is not a tf.keras.applications model; use one of {', '.join(APPLICATIONS)}"
         )
-    weights = _weights_path(p["weights"])
+    weights = weights_path(p["weights"])
     try:
         model = getattr(tf.keras.applications, name)(
             include_top=True,
@@ -100,11 +100,11 @@ def build(params: dict[str, Any], context: Any) -> Any:
             f"{str(exc).strip().rstrip('.')}. Use larger images (the inputter's image size) or another model"
         ) from None
     if weights is not None:
-        _load_weights(model, weights)
+        load_weights(model, weights)
     return model
 
 
-def _weights_path(weights: str | None) -> str | None:
+def weights_path(weights: str | None) -> str | None:
     """The weights file to load, checked to exist, so a typo fails before any model is built."""
     if weights is None:
         return None
@@ -121,7 +121,7 @@ def _weights_path(weights: str | None) -> str | None:
     return weights
 
 
-def _load_weights(model: Any, weights: str) -> None:
+def load_weights(model: Any, weights: str) -> None:
     """Load a saved file into the freshly built model; a mismatch is the user's to fix."""
     try:
         status = model.load_weights(weights)
