@@ -39,6 +39,8 @@ class BuildContext:
         placement: rank / world size of this process.
         steps_per_epoch: train steps per epoch for this process (None until the data is known).
         seed: the pipeline's seed, or None.
+        fresh_start: the run starts over (`--no-resume`): what a component keeps in the run
+            directory for resuming (a text vocabulary) is made anew, not read back.
     """
 
     pipeline: dict[str, Any]
@@ -52,6 +54,7 @@ class BuildContext:
     placement: Placement = field(default_factory=Placement)
     steps_per_epoch: int | None = None
     seed: int | None = None
+    fresh_start: bool = False
 
     def learn(self, facts: dict[str, Any]) -> None:
         """Take the inputter's facts about the data; a fact this context has no field for is a
@@ -65,4 +68,4 @@ class BuildContext:
             setattr(self, name, tuple(value) if name == "image_shape" else value)
 
 
-_NOT_FACTS = {"pipeline", "model_dir", "placement", "steps_per_epoch", "seed"}
+_NOT_FACTS = {"pipeline", "model_dir", "placement", "steps_per_epoch", "seed", "fresh_start"}

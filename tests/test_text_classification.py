@@ -40,11 +40,13 @@ def context(run: Path, rank: int = 0, world_size: int = 1) -> BuildContext:
     return BuildContext(pipeline={}, model_dir=run, placement=Placement(rank=rank, world_size=world_size))
 
 
-def build(type_: str, run: Path, rank: int = 0, **params):
+def build(type_: str, run: Path, rank: int = 0, fresh_start: bool = False, **params):
     """An inputter built through the registry, after checking its section against the schema."""
     section = {"type": type_, "num_classes": 3, **params}
     jsonschema.Draft202012Validator(lookup("inputter", type_).schema()).validate(section)
-    return lookup("inputter", type_).builder(section, context(run, rank))
+    built_with = context(run, rank)
+    built_with.fresh_start = fresh_start
+    return lookup("inputter", type_).builder(section, built_with)
 
 
 def write_csv(path: Path, rows: list[tuple[str, object]], header: tuple[str, ...] = ("text", "label")) -> Path:
@@ -229,6 +231,9 @@ def test_saved_vocabulary_is_read_back_not_rebuilt(tmp_path: Path, train_csv: Pa
     # eval / predict / export of a trained run need no train data at all
     no_train = build("text_classification_csv", run, val=str(train_csv))
     assert no_train.facts()["vocabulary_size"] == len(saved)
+    # --no-resume starts over: the vocabulary is built anew from today's train texts, and saved
+    fresh = build("text_classification_csv", run, fresh_start=True, train=str(train_csv), max_tokens=50)
+    assert "entirely" in fresh.vectorizer.get_vocabulary() and vocabulary(run) == fresh.vectorizer.get_vocabulary()
 
 
 def test_vocabulary_built_twice_is_identical_and_only_the_chief_writes_it(tmp_path: Path) -> None:

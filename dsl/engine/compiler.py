@@ -86,11 +86,12 @@ def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> A
 
 
 def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, scope: Any = None,
-                     prepare_model: Callable[[Any], Any] | None = None) -> CompiledPipeline:
+                     prepare_model: Callable[[Any], Any] | None = None, fresh_start: bool = False) -> CompiledPipeline:
     """Build inputter, augmenter, network, modeler and callbacks for this process.
 
     `scope` (the backend's) is entered while the network and modeler create variables;
-    `prepare_model` (the backend's) may replace the network's layers before anything uses it.
+    `prepare_model` (the backend's) may replace the network's layers before anything uses it;
+    `fresh_start` (`--no-resume`) tells the components not to read back what a former run left.
     """
     import contextlib
 
@@ -99,6 +100,7 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
         model_dir=Path(pipeline["runner"]["model_dir"]),
         placement=placement,
         seed=seed,
+        fresh_start=fresh_start,
     )
     inputter = build_section("inputter", pipeline["inputter"], context)
     context.learn(inputter.facts())

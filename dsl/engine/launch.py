@@ -26,7 +26,8 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
         print(f"dslrun: runner.elastic has no effect on the {backend.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
     seed = configure_tensorflow(pipeline)
-    compiled = compile_pipeline(pipeline, backend.placement, seed, backend.scope(), backend.prepare_model)
+    compiled = compile_pipeline(pipeline, backend.placement, seed, backend.scope(), backend.prepare_model,
+                                fresh_start=not resume)
     return Runner(compiled, backend, seed=seed, resume=resume, resume_from=resume_from)
 
 

@@ -114,7 +114,8 @@ def load_vocabulary(model_dir: Path, settings: dict[str, Any]) -> list[str] | No
     if changed:
         raise DslError(
             f"the vocabulary in {path} was built with inputter.{', inputter.'.join(changed)}, and the model of "
-            "this run directory was trained on it; set them back, or use a new runner.model_dir to build a new vocabulary"
+            "this run directory was trained on it; set them back, or start over with --no-resume (or a new "
+            "runner.model_dir) to build a new vocabulary"
         )
     return tokens
 

@@ -55,10 +55,11 @@ def adapted_vocabulary(texts: list[str], params: dict[str, Any]) -> list[str]:
 
 def run_vocabulary(params: dict[str, Any], splits: dict[str, TextSplit], context: Any) -> list[str]:
     """The run directory's vocabulary, or one built from the whole (unsharded) train split,
-    saved there by the chief; every rank builds the same from the same texts."""
+    saved there by the chief; every rank builds the same from the same texts. A fresh start
+    (`--no-resume`) builds it anew: the train texts may have changed since."""
     model_dir = Path(context.model_dir)
     settings = vocabulary_settings(params)
-    tokens = load_vocabulary(model_dir, settings)
+    tokens = None if getattr(context, "fresh_start", False) else load_vocabulary(model_dir, settings)
     if tokens is not None:
         return tokens
     if "train" not in splits:
