@@ -180,6 +180,11 @@ def test_the_hosts_are_two_machines_sharing_storage(test_hosts: TestHosts, tmp_p
     assert test_hosts.ssh("hostb", ["cat", str(tmp_path / "shared.txt")]).stdout == "on every host"
     sleeper = subprocess.Popen(hostb.command(["sleep", "300"]))
     try:
+        # Kill only once the sleeper is in hostb: under load `ip netns exec` may not have entered
+        # the namespace yet, and a kill before that misses it (seen once on a loaded CI host).
+        deadline = time.monotonic() + 30
+        while sleeper.pid not in hostb.pids() and sleeper.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         killed = test_hosts.kill_host("hostb")
         assert sleeper.wait(timeout=10) == -9 and sleeper.pid in killed and hostb.pids() == []
         assert test_hosts.ssh("hostb", ["true"], timeout=30).returncode == 255  # nothing answers
