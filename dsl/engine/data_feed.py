@@ -8,6 +8,7 @@ shard, cut before shuffling (the inputter's contract).
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dsl.engine.contracts import Augmenter, Backend, Dataset, ExampleTransform, Inputter, Tensor
@@ -23,6 +24,30 @@ class DataFeed:
         self.backend = backend
         self.batch_size = batch_size
         self.seed = seed
+        self._builder: ThreadPoolExecutor | None = None
+        self._ahead: tuple[tuple[int, int, Any, Any], Future[Any]] | None = None
+
+    def train_iterator(self, epoch: int, skip: int) -> Any:
+        """This rank's train iterator of `epoch` after `skip` batches; the next epoch's is built
+        meanwhile, in a thread, while this one trains.
+
+        A new epoch's pipeline is a new `tf.data` graph (its order comes from (seed, epoch)):
+        tracing its map functions and making its iterator cost ~300 ms, which the step would
+        otherwise wait for at every epoch boundary (docs/benchmarks.md, P6). The iterator
+        built ahead is used only if it is the one asked for (same epoch, start and shards:
+        an elastic resize or a resume asks for another), so the data stay exactly the same.
+        """
+        key = (epoch, skip, self.backend.num_shards, self.backend.shard_index)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == key:
+            iterator = ahead[1].result()  # a data error of the next epoch is raised here, when it starts
+        else:
+            iterator = self.backend.make_iterator(self.train(epoch, skip))
+        if self._builder is None:
+            self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dslrun-next-epoch")
+        following = (epoch + 1, 0, self.backend.num_shards, self.backend.shard_index)
+        self._ahead = (following, self._builder.submit(self.backend.make_iterator, self.train(epoch + 1, 0)))
+        return iterator
 
     def train(self, epoch: int, skip: int) -> Callable[[], Dataset]:
         """Builds this rank's train data of `epoch`, positioned after `skip` batches (resume)."""

@@ -370,7 +370,7 @@ class Runner:
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""
         if self.iterator is None:
-            self.iterator = self.backend.make_iterator(self.data.train(self.epoch, self.data_position))
+            self.iterator = self.data.train_iterator(self.epoch, self.data_position)
         return self.iterator, min(wanted, self.steps_per_epoch - self.data_position)
 
     def _advance(self, count: int) -> None:
