@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.errors import DslError
+from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
 from dsl.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -38,35 +38,7 @@ PARAMS: dict[str, dict[str, Any]] = {
         "type": "boolean",
         "default": True,
     },
-    "brightness": {
-        "description": "Largest random change added to every pixel (pixels are in [0, 1]); 0 = off, e.g. 0.1.",
-        "type": "number",
-        "minimum": 0.0,
-        "maximum": 1.0,
-        "default": 0.0,
-    },
-    "contrast": {
-        "description": "Random contrast factor range [lower, upper], e.g. [0.8, 1.2]; null = off.",
-        "anyOf": [
-            {"type": "null"},
-            {
-                "type": "array",
-                "prefixItems": [
-                    {"type": "number", "minimum": 0.0, "description": "Lowest contrast factor."},
-                    {"type": "number", "minimum": 0.0, "description": "Highest contrast factor."},
-                ],
-                "minItems": 2,
-                "maxItems": 2,
-                "items": False,
-            },
-        ],
-        "default": None,
-    },
-    "standardize": {
-        "description": "Scale every image to zero mean and unit variance (train and eval alike); false = pixels stay in [0, 1].",
-        "type": "boolean",
-        "default": True,
-    },
+    **PHOTOMETRIC_PARAMS,
 }
 
 
@@ -80,9 +52,7 @@ class CifarAugmenter:
     def __init__(self, params: dict[str, Any]) -> None:
         self.padding = params["padding"] if params["crop"] else 0
         self.horizontal_flip = params["horizontal_flip"]
-        self.brightness = float(params["brightness"])
-        self.contrast = tuple(params["contrast"]) if params["contrast"] else None
-        self.standardize = params["standardize"]
+        self.photometric = Photometric(params)
 
     def train(self, image: Any, label: Any, seed: Any = None) -> tuple[Any, Any]:
         """Random crop / flip / jitter, then the eval normalisation; the label as it is.
@@ -101,19 +71,12 @@ class CifarAugmenter:
             image.set_shape(shape)
         if self.horizontal_flip:
             image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-        if self.brightness:
-            image = tf.image.stateless_random_brightness(image, self.brightness, brightness_seed)
-        if self.contrast:
-            image = tf.image.stateless_random_contrast(image, *self.contrast, contrast_seed)
-        if self.brightness or self.contrast:
-            image = tf.clip_by_value(image, 0.0, 1.0)
+        image = self.photometric.jitter(image, brightness_seed, contrast_seed)
         return self.eval(image), label
 
     def eval(self, image: Any) -> Any:
         """Per-image standardisation when enabled; otherwise the image as it is."""
-        import tensorflow as tf
-
-        return tf.image.per_image_standardization(image) if self.standardize else image
+        return self.photometric.normalise(image)
 
 
 @register(
@@ -126,8 +89,5 @@ class CifarAugmenter:
 def build(params: dict[str, Any], context: Any) -> CifarAugmenter:
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})
-    if p["contrast"] and not p["contrast"][0] < p["contrast"][1]:
-        raise DslError(
-            f"augmenter.contrast: lower {p['contrast'][0]} must be below upper {p['contrast'][1]}, e.g. [0.8, 1.2]"
-        )
+    check_contrast(p)
     return CifarAugmenter(p)

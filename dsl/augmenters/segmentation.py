@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
 from dsl.errors import DslError
 from dsl.registry import register
 
@@ -62,35 +63,7 @@ PARAMS: dict[str, dict[str, Any]] = {
         "type": "boolean",
         "default": True,
     },
-    "brightness": {
-        "description": "Largest random change added to every pixel of the image (pixels are in [0, 1]); 0 = off.",
-        "type": "number",
-        "minimum": 0.0,
-        "maximum": 1.0,
-        "default": 0.0,
-    },
-    "contrast": {
-        "description": "Random contrast factor range [lower, upper] of the image, e.g. [0.8, 1.2]; null = off.",
-        "anyOf": [
-            {"type": "null"},
-            {
-                "type": "array",
-                "prefixItems": [
-                    {"type": "number", "minimum": 0.0, "description": "Lowest contrast factor."},
-                    {"type": "number", "minimum": 0.0, "description": "Highest contrast factor."},
-                ],
-                "minItems": 2,
-                "maxItems": 2,
-                "items": False,
-            },
-        ],
-        "default": None,
-    },
-    "standardize": {
-        "description": "Scale every image to zero mean and unit variance (train and eval alike); false = pixels stay in [0, 1].",
-        "type": "boolean",
-        "default": True,
-    },
+    **PHOTOMETRIC_PARAMS,
 }
 
 
@@ -108,9 +81,7 @@ class SegmentationAugmenter:
         self.crop_size = crop_size
         self.ignore_label = 0 if ignore_label is None else int(ignore_label)
         self.horizontal_flip = params["horizontal_flip"]
-        self.brightness = float(params["brightness"])
-        self.contrast = tuple(params["contrast"]) if params["contrast"] else None
-        self.standardize = params["standardize"]
+        self.photometric = Photometric(params)
 
     def train(self, image: Any, mask: Any, seed: Any = None) -> tuple[Any, Any]:
         """Jitter and normalise the image, then scale, pad, crop and flip image and mask alike.
@@ -121,12 +92,7 @@ class SegmentationAugmenter:
             seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
         scale_seed, crop_seed, flip_seed, brightness_seed, contrast_seed = tf.unstack(
             tf.random.experimental.stateless_split(seed, 5))
-        if self.brightness:
-            image = tf.image.stateless_random_brightness(image, self.brightness, brightness_seed)
-        if self.contrast:
-            image = tf.image.stateless_random_contrast(image, *self.contrast, contrast_seed)
-        if self.brightness or self.contrast:
-            image = tf.clip_by_value(image, 0.0, 1.0)
+        image = self.photometric.jitter(image, brightness_seed, contrast_seed)
         # Normalised first, so the padding (zeros) is the image's mean, not black.
         image = self.eval(image)
         image, mask = self._scaled(image, mask, scale_seed)
@@ -134,9 +100,7 @@ class SegmentationAugmenter:
 
     def eval(self, image: Any) -> Any:
         """Per-image standardisation when enabled; otherwise the image as it is."""
-        import tensorflow as tf
-
-        return tf.image.per_image_standardization(image) if self.standardize else image
+        return self.photometric.normalise(image)
 
     def _scaled(self, image: Any, mask: Any, seed: Any) -> tuple[Any, Any]:
         import tensorflow as tf
@@ -184,10 +148,7 @@ def build(params: dict[str, Any], context: Any) -> SegmentationAugmenter:
     if p["min_scale"] > p["max_scale"]:
         raise DslError(f"augmenter.min_scale: {p['min_scale']} is above max_scale {p['max_scale']}; "
                        "min_scale must be at most max_scale, e.g. 0.5 and 2.0")
-    if p["contrast"] and not p["contrast"][0] < p["contrast"][1]:
-        raise DslError(
-            f"augmenter.contrast: lower {p['contrast'][0]} must be below upper {p['contrast'][1]}, e.g. [0.8, 1.2]"
-        )
+    check_contrast(p)
     height, width = tuple(context.image_shape)[:2]
     crop = tuple(p["crop_size"]) if p["crop_size"] else (height, width)
     ignore = getattr(context, "ignore_label", None)
