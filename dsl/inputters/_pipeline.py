@@ -121,7 +121,6 @@ class BaseInputter:
     ) -> tf.data.Dataset:
         """Batches of (images float32 (B, H, W, C), labels int32 (B,)) for `mode`; see the module doc."""
         self._check_mode(mode)
-        train = mode == "train"
         calls = parallelism(self.params["num_parallel_calls"])
         if self.params["cache"]:
             data = self._cached_decoded(mode, num_shards, shard_index)
@@ -131,6 +130,12 @@ class BaseInputter:
             data = self._shuffled(data, mode, num_shards, seed)
             data = data.map(self._decode, num_parallel_calls=calls)
             data = self._skipping_corrupt(data, mode, num_shards, shard_index)
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls)
+
+    def _augmented_batches(self, data: tf.data.Dataset, mode: str, augment: Callable[..., Any] | None,
+                           num_shards: int, shard_index: int, seed: int | None, calls: int) -> tf.data.Dataset:
+        """The tail of every inputter's pipeline: augment (when it changes anything), batch, prefetch."""
+        train = mode == "train"
         if changes_data(augment):
             data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
         data = data.batch(self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import tensorflow as tf
 
 from dsl.errors import DslError
-from dsl.inputters._pipeline import AUTOTUNE, BaseInputter, _augmented, changes_data, parallelism, remember_listings
+from dsl.inputters._pipeline import AUTOTUNE, BaseInputter, remember_listings
 from dsl.inputters._serving import ServingInput
 from dsl.inputters._text import VOCABULARY_FILE, TextSplit, decoded, load_vocabulary, save_vocabulary, vocabulary_settings
 
@@ -115,14 +115,9 @@ class TextInputter(BaseInputter):
                 seed: int | None = None) -> tf.data.Dataset:
         """Batches of (token ids int32 (B, sequence_length), labels int32 (B,)) for `mode`."""
         self._check_mode(mode)
-        train = mode == "train"
         data = tf.data.Dataset.from_tensor_slices(self.arrays[mode]).shard(num_shards, shard_index)
         data = self._shuffled(data, mode, num_shards, seed)
-        if changes_data(augment):
-            data = _augmented(data, augment, seed if train else None, num_shards, shard_index, AUTOTUNE)
-        data = data.batch(self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
-        prefetch = parallelism(self.params["prefetch"])
-        return data.prefetch(prefetch) if prefetch != 0 else data
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE)
 
     def serving_inputs(self) -> list[Any]:
         """Raw UTF-8 strings, vectorised in the graph by the run's vocabulary (kept in the SavedModel)."""
