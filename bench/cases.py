@@ -254,7 +254,7 @@ def run_replica_state(args: argparse.Namespace) -> None:
         averaging = runner._train_call
         plain = make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
                                 runner.backend.wrap_tape, runner.jit_compile, runner.traces, None)
-        iterator = runner.backend.make_iterator(runner.data.train(0, 0))
+        iterator = runner.data.train_iterator(0, 0, runner.steps_per_epoch)
         steps = tf.constant(args.calls_of, tf.int32)
         times: dict[str, list[float]] = {"averaging": [], "plain": []}
         calls = {"averaging": averaging, "plain": plain}

@@ -109,7 +109,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as run_dir:
         runner = dslrun_runner(run_dir, args.batch, args.depth)
-        dslrun_iterator = runner.backend.make_iterator(runner.data.train(0, 0))
+        dslrun_iterator = runner.data.train_iterator(0, 0, runner.steps_per_epoch)
         one = tf.constant(1, tf.int32)
         train_step = make_loop_step(reference_model(args))
         loop_iterator = iter(reference_data(args))
@@ -127,7 +127,7 @@ def main() -> None:
         loop_ops = op_types(train_step.get_concrete_function(images, labels, False).graph.as_graph_def())
         differing = {op: [dslrun_ops[op], loop_ops[op]] for op in sorted(set(dslrun_ops) | set(loop_ops))
                      if dslrun_ops[op] != loop_ops[op]}
-        inputs = input_cost({"dslrun": runner.data.train(1, 0)(), "loop": reference_data(args)}, args.batches)
+        inputs = input_cost({"dslrun": runner.data.train(1, 0, runner.steps_per_epoch)(), "loop": reference_data(args)}, args.batches)
     print(json.dumps({
         "case": "profile",
         "graph_ops": {"dslrun": sum(dslrun_ops.values()), "loop": sum(loop_ops.values()),

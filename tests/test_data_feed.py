@@ -1,9 +1,11 @@
-"""The train data of each epoch: built ahead while the previous epoch trains, and the same data.
+"""The train data: one stream through every epoch, each epoch exactly the inputter's batches
+for that epoch's seed.
 
-Building a new epoch's pipeline (tracing its map functions, making its iterator) used to
-stall every epoch boundary (docs/benchmarks.md, P6); DataFeed now builds the next epoch's
-iterator in a thread. These tests hold it to giving exactly the batches a fresh build
-gives, and to never handing out an iterator built for another position or world.
+A new pipeline per epoch used to stall every epoch boundary (docs/benchmarks.md, P6);
+DataFeed now builds one dataset whose epochs follow each other. These tests hold it to
+giving, epoch after epoch, exactly what the inputter gives for each epoch alone (with an
+int seed), to starting at any position (resume), to any shard (an elastic resize), and to
+cutting a shard's extra batch instead of running it into the next epoch.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ tf = pytest.importorskip("tensorflow")
 from backends.local import LocalBackend
 from dsl.augmenters.cifar import CifarAugmenter
 from dsl.context import BuildContext
-from dsl.engine.data_feed import DataFeed
+from dsl.engine.compiler import steps_per_epoch
+from dsl.engine.data_feed import DataFeed, epoch_seed
 from dsl.registry import lookup
 
 
@@ -37,39 +40,61 @@ class Sharded(LocalBackend):
         return self.index
 
 
-def feed(backend: LocalBackend | None = None) -> DataFeed:
-    section = {"type": "synthetic", "num_examples": {"train": 96, "val": 0, "test": 0}, "batch_size": 16,
-               "pool_size": 40}
+def feed(backend: LocalBackend | None = None, examples: int = 96, cache: bool = False,
+         drop_remainder: bool = True) -> DataFeed:
+    section = {"type": "synthetic", "num_examples": {"train": examples, "val": 0, "test": 0}, "batch_size": 16,
+               "pool_size": 40, "cache": cache, "drop_remainder": drop_remainder}
     inputter = lookup("inputter", "synthetic").builder(section, BuildContext(pipeline={}))
     augmenter = CifarAugmenter({"padding": 2, "crop": True, "horizontal_flip": True, "brightness": 0.0,
                                 "contrast": None, "standardize": True})
     return DataFeed(inputter, augmenter, backend or LocalBackend(), batch_size=16, seed=7)
 
 
-def epoch(iterator, steps: int = 6) -> list[np.ndarray]:
+def alone(data: DataFeed, epoch: int, backend: LocalBackend | None = None) -> list[np.ndarray]:
+    """The images of every batch the inputter gives for `epoch` built on its own, int seed."""
+    backend = backend or LocalBackend()
+    dataset = data.inputter.dataset("train", data.augmenter.train, backend.num_shards, backend.shard_index,
+                                    seed=epoch_seed(data.seed, epoch))
+    return [images.numpy() for images, _ in dataset]
+
+
+def taken(iterator, steps: int) -> list[np.ndarray]:
     return [next(iterator)[0].numpy() for _ in range(steps)]
 
 
-def test_the_epochs_built_ahead_give_the_batches_a_fresh_build_gives() -> None:
-    ahead = feed()
-    built_ahead = [epoch(ahead.train_iterator(e, 0)) for e in range(3)]
-    assert ahead._ahead is not None and ahead._ahead[0][:2] == (3, 0)  # the next one is on its way
-    fresh = feed()
-    for e in range(3):
-        expected = epoch(iter(fresh.train(e, 0)()))
-        for got, want in zip(built_ahead[e], expected):
-            np.testing.assert_array_equal(got, want)
-    assert not np.array_equal(built_ahead[0][0], built_ahead[1][0])  # epochs differ
+def assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for one, other in zip(got, want):
+        np.testing.assert_array_equal(one, other)
 
 
-def test_an_iterator_built_for_another_position_or_world_is_not_used() -> None:
+@pytest.mark.parametrize("cache", [False, True])
+def test_one_stream_gives_each_epoch_as_the_inputter_gives_it_alone(cache: bool) -> None:
+    data = feed(cache=cache)
+    stream = data.train_iterator(0, 0, steps_per_epoch=6)
+    epochs = [taken(stream, 6) for _ in range(3)]
+    for number, got in enumerate(epochs):
+        assert_same(got, alone(data, number))
+    assert not np.array_equal(epochs[0][0], epochs[1][0])  # epochs differ
+
+
+def test_a_stream_starts_anywhere_in_any_shard() -> None:
+    data = feed()
+    resumed = data.train_iterator(1, 2, steps_per_epoch=6)  # a resume mid-epoch
+    assert_same(taken(resumed, 4 + 6), alone(data, 1)[2:] + alone(data, 2))
     backend = Sharded()
-    data = feed(backend)
-    data.train_iterator(0, 0)
-    resumed = epoch(data.train_iterator(1, 2), 4)  # a resume mid-epoch: not the one built ahead
-    np.testing.assert_array_equal(resumed[0], epoch(iter(feed().train(1, 2)()), 1)[0])
-    backend.shards, backend.index = 2, 1  # the world grew: the epoch 2 built ahead has one shard
-    grown = epoch(data.train_iterator(2, 0), 3)
-    one_shard = epoch(iter(feed().train(2, 0)()), 1)[0]
-    np.testing.assert_array_equal(grown[0], epoch(iter(feed(backend).train(2, 0)()), 1)[0])
-    assert not np.array_equal(grown[0], one_shard)
+    backend.shards, backend.index = 2, 1  # the world grew
+    grown = feed(backend)
+    assert_same(taken(grown.train_iterator(2, 0, steps_per_epoch=3), 6), alone(grown, 2, backend) + alone(grown, 3, backend))
+
+
+def test_an_extra_batch_of_one_shard_stays_in_its_epoch() -> None:
+    backend = Sharded()
+    backend.shards, backend.index = 2, 0
+    # 65 examples: shard 0 holds 33 (3 batches, the last of one example), shard 1 holds 32.
+    data = feed(backend, examples=65, drop_remainder=False)
+    assert len(alone(data, 0, backend)) == 3
+    steps = steps_per_epoch(65, 16, 2, drop_remainder=False)
+    assert steps == 2  # every rank runs as many steps as the smallest shard has batches
+    stream = data.train_iterator(0, 0, steps)
+    assert_same(taken(stream, 4), alone(data, 0, backend)[:2] + alone(data, 1, backend)[:2])

@@ -97,10 +97,12 @@ class Inputter(Protocol):
         ...
 
     def dataset(self, mode: str, augment: ExampleTransform | None = None, num_shards: Any = 1,
-                shard_index: Any = 0, seed: int | None = None) -> Dataset:
+                shard_index: Any = 0, seed: Any = None) -> Dataset:
         """Batches of `mode`, sharded over the examples before shuffling (each rank a disjoint
-        part), train data shuffled by `seed` and not repeated (the loop asks for each epoch);
-        `augment` is mapped over the examples before batching."""
+        part), train data shuffled by `seed` and not repeated (one epoch); `augment` is mapped
+        over the examples before batching. `seed` may be an int64 scalar tensor: the loop
+        builds every epoch inside one dataset (`tf.data` function), and an epoch must then
+        be what the same int seed gives."""
         ...
 
     def serving_inputs(self) -> list[ServingInput]:

@@ -1,4 +1,4 @@
-"""This rank's data for the loop: the train data of an epoch from a position, its eval share.
+"""This rank's data for the loop: one stream of train batches across epochs, its eval share.
 
 Each epoch's order is derived from (seed, epoch), so a position inside it is a count of
 batches to skip instead of a saved shuffle buffer (resume), and every rank reads its own
@@ -8,11 +8,16 @@ shard, cut before shuffling (the inputter's contract).
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dsl.engine.contracts import Augmenter, Backend, Dataset, ExampleTransform, Inputter, Tensor
 from dsl.errors import DslError
+
+
+def epoch_seed(seed: Any, epoch: Any) -> Any:
+    """The seed of one epoch's order and augmentation: a Python int for an int epoch, an
+    int64 tensor for a tensor one (the same value either way)."""
+    return (seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
 
 
 class DataFeed:
@@ -24,40 +29,37 @@ class DataFeed:
         self.backend = backend
         self.batch_size = batch_size
         self.seed = seed
-        self._builder: ThreadPoolExecutor | None = None
-        self._ahead: tuple[tuple[int, int, Any, Any], Future[Any]] | None = None
 
-    def train_iterator(self, epoch: int, skip: int) -> Any:
-        """This rank's train iterator of `epoch` after `skip` batches; the next epoch's is built
-        meanwhile, in a thread, while this one trains.
+    def train_iterator(self, epoch: int, skip: int, steps_per_epoch: int) -> Any:
+        """This rank's train batches from batch `skip` of `epoch` on, through every later epoch."""
+        return self.backend.make_iterator(self.train(epoch, skip, steps_per_epoch))
 
-        A new epoch's pipeline is a new `tf.data` graph (its order comes from (seed, epoch)):
-        tracing its map functions and making its iterator cost ~300 ms, which the step would
-        otherwise wait for at every epoch boundary (docs/benchmarks.md, P6). The iterator
-        built ahead is used only if it is the one asked for (same epoch, start and shards:
-        an elastic resize or a resume asks for another), so the data stay exactly the same.
+    def train(self, epoch: int, skip: int, steps_per_epoch: int) -> Callable[[], Dataset]:
+        """Builds this rank's train data from batch `skip` of `epoch` on: one dataset whose
+        epochs follow each other, each exactly `steps_per_epoch` batches.
+
+        One dataset rather than one per epoch, so that nothing is built at an epoch boundary
+        and the prefetch at its end runs through it: the next epoch's shuffle buffer fills
+        while this one trains (a new pipeline per epoch cost every boundary a re-trace, a new
+        iterator and buffers filled from empty: docs/benchmarks.md, P6). The epoch reaches
+        the inputter as an int64 tensor seed; each epoch's batches are those the inputter
+        gives for that epoch's seed (tests/test_data_feed.py). Each epoch is cut to
+        `steps_per_epoch` because a rank whose shard holds one example more than another's
+        can have one batch more, which must not run into the next epoch.
         """
-        key = (epoch, skip, self.backend.num_shards, self.backend.shard_index)
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == key:
-            iterator = ahead[1].result()  # a data error of the next epoch is raised here, when it starts
-        else:
-            iterator = self.backend.make_iterator(self.train(epoch, skip))
-        if self._builder is None:
-            self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dslrun-next-epoch")
-        following = (epoch + 1, 0, self.backend.num_shards, self.backend.shard_index)
-        self._ahead = (following, self._builder.submit(self.backend.make_iterator, self.train(epoch + 1, 0)))
-        return iterator
-
-    def train(self, epoch: int, skip: int) -> Callable[[], Dataset]:
-        """Builds this rank's train data of `epoch`, positioned after `skip` batches (resume)."""
 
         def dataset_fn() -> Dataset:
-            seed = (self.seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
-            dataset = self.inputter.dataset(
-                "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index, seed=seed
-            )
-            return dataset.skip(skip) if skip else dataset
+            import tensorflow as tf
+
+            def one_epoch(number: Any) -> Dataset:
+                return self.inputter.dataset(
+                    "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index,
+                    seed=epoch_seed(self.seed, number),
+                ).take(steps_per_epoch)
+
+            dataset = tf.data.Dataset.counter(epoch).flat_map(one_epoch)
+            dataset = dataset.skip(skip) if skip else dataset
+            return dataset.prefetch(tf.data.AUTOTUNE)
 
         return dataset_fn
 

@@ -370,7 +370,7 @@ class Runner:
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""
         if self.iterator is None:
-            self.iterator = self.data.train_iterator(self.epoch, self.data_position)
+            self.iterator = self.data.train_iterator(self.epoch, self.data_position, self.steps_per_epoch)
         return self.iterator, min(wanted, self.steps_per_epoch - self.data_position)
 
     def _advance(self, count: int) -> None:
@@ -380,10 +380,10 @@ class Runner:
         if not self.by_epoch:
             self.vals_done = 0  # a new position: its val phases are still to run
         if self.data_position >= self.steps_per_epoch:
-            # The data epoch is complete: callbacks at after_train_epoch see it counted.
+            # The data epoch is complete: callbacks at after_train_epoch see it counted. The
+            # iterator goes on into the next epoch (DataFeed.train).
             self.epoch += 1
             self.data_position = 0
-            self.iterator = None
             self.vals_done = 0
 
     def _call(self, point: str) -> None:

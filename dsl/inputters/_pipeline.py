@@ -117,7 +117,7 @@ class BaseInputter:
         augment: Callable[..., tf.Tensor] | None = None,
         num_shards: int = 1,
         shard_index: int = 0,
-        seed: int | None = None,
+        seed: int | tf.Tensor | None = None,
     ) -> tf.data.Dataset:
         """Batches of (images float32 (B, H, W, C), labels int32 (B,)) for `mode`; see the module doc."""
         self._check_mode(mode)
@@ -133,7 +133,7 @@ class BaseInputter:
         return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls)
 
     def _augmented_batches(self, data: tf.data.Dataset, mode: str, augment: Callable[..., Any] | None,
-                           num_shards: int, shard_index: int, seed: int | None, calls: int) -> tf.data.Dataset:
+                           num_shards: int, shard_index: int, seed: int | tf.Tensor | None, calls: int) -> tf.data.Dataset:
         """The tail of every inputter's pipeline: augment (when it changes anything), batch, prefetch."""
         train = mode == "train"
         if changes_data(augment):
@@ -187,7 +187,7 @@ class BaseInputter:
         if not self.has_source(mode):
             raise DslError(f"the inputter has no {mode} data; set inputter.{mode}")
 
-    def _shuffled(self, data: tf.data.Dataset, mode: str, num_shards: int, seed: int | None) -> tf.data.Dataset:
+    def _shuffled(self, data: tf.data.Dataset, mode: str, num_shards: int, seed: int | tf.Tensor | None) -> tf.data.Dataset:
         buffer = self.params["shuffle_buffer"]
         if mode != "train" or buffer == 0:
             return data
@@ -213,16 +213,19 @@ class BaseInputter:
 
         The cache is filled right away by one full pass: an epoch that stops early (drop
         remainder, val_steps) would otherwise leave it unfinished, and TensorFlow throws a
-        partial cache away.
+        partial cache away. Built eagerly even when called while an epoch's dataset is
+        traced, so every epoch reads the one cache.
         """
         key = (mode, num_shards, shard_index)
-        if key not in self._cached:
-            calls = parallelism(self.params["num_parallel_calls"])
-            data = self._raw(mode).shard(num_shards, shard_index).map(self._decode, num_parallel_calls=calls)
-            data = self._skipping_corrupt(data, mode, num_shards, shard_index).cache()
-            for _ in data.batch(256):
-                pass
-            self._cached[key] = data
+        # Outside any graph: the train data's epochs are built inside a tf.data function.
+        with tf.init_scope():
+            if key not in self._cached:
+                calls = parallelism(self.params["num_parallel_calls"])
+                data = self._raw(mode).shard(num_shards, shard_index).map(self._decode, num_parallel_calls=calls)
+                data = self._skipping_corrupt(data, mode, num_shards, shard_index).cache()
+                for _ in data.batch(256):
+                    pass
+                self._cached[key] = data
         return self._cached[key]
 
 
@@ -294,7 +297,7 @@ def changes_data(augment: Callable[..., Any] | None) -> bool:
 def _augmented(
     data: tf.data.Dataset,
     augment: Callable[..., Any],
-    seed: int | None,
+    seed: int | tf.Tensor | None,
     num_shards: int,
     shard_index: int,
     calls: int,
@@ -307,7 +310,7 @@ def _augmented(
         features, targets = example
         # The position over all ranks, so that no two examples of an epoch share a seed.
         index = position * num_shards + shard_index
-        return augment(features, targets, seed=tf.stack([tf.constant(seed, tf.int64), index]))  # type: ignore[no-any-return]
+        return augment(features, targets, seed=tf.stack([tf.cast(seed, tf.int64), index]))  # type: ignore[no-any-return]
 
     return data.enumerate().map(seeded, num_parallel_calls=calls)
 

@@ -111,7 +111,7 @@ class SyntheticInputter(CountedInputter):
         self._labels = tf.concat(labels, axis=0)
 
     def dataset(self, mode: str, augment: Any = None, num_shards: int = 1, shard_index: int = 0,
-                seed: int | None = None) -> tf.data.Dataset:
+                seed: int | tf.Tensor | None = None) -> tf.data.Dataset:
         """The shared pipeline's batches, made a batch at a time when nothing changes the images.
 
         Example numbers are sharded and shuffled as the shared pipeline does, then batched,
