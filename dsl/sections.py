@@ -376,6 +376,7 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
         "description": "Seed for weights, shuffling and augmentation; null = a different run each time.",
         "type": ["integer", "null"],
         "minimum": 0,
+        "maximum": 2**32 - 1,
         "default": None,
     },
     "deterministic": {

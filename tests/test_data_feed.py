@@ -21,7 +21,7 @@ tf = pytest.importorskip("tensorflow")
 from backends.local import LocalBackend
 from dsl.augmenters.cifar import CifarAugmenter
 from dsl.context import BuildContext
-from dsl.engine.compiler import steps_per_epoch
+from dsl.engine.compiler import configure_tensorflow, steps_per_epoch
 from dsl.engine.data_feed import DataFeed, epoch_seed
 from dsl.registry import lookup
 
@@ -76,6 +76,17 @@ def test_one_stream_gives_each_epoch_as_the_inputter_gives_it_alone(cache: bool)
     for number, got in enumerate(epochs):
         assert_same(got, alone(data, number))
     assert not np.array_equal(epochs[0][0], epochs[1][0])  # epochs differ
+
+
+@pytest.mark.parametrize("seed", [0, 2**31 - 1])
+def test_a_pipeline_seed_tensorflow_reads_as_zero_still_gives_its_epochs(seed: int) -> None:
+    """TensorFlow takes seeds modulo 2**31 - 1, and with a global seed of 0 tf.data refuses a
+    tensor seed (it compares the pair with (0, 0) in Python): `seed: 0` must still train."""
+    configure_tensorflow({"seed": seed, "runner": {}})
+    data = feed()
+    data.seed = seed
+    stream = data.train_iterator(0, 0, steps_per_epoch=6)
+    assert_same(taken(stream, 12), alone(data, 0) + alone(data, 1))
 
 
 def test_a_stream_starts_anywhere_in_any_shard() -> None:

@@ -119,6 +119,8 @@ def test_three_mistakes_three_located_errors_with_suggestions(tmp_path: Path) ->
         ("batch_size: 8", "batch_size: abc", "inputter.batch_size: expected an integer, got 'abc' (string)"),
         ("batch_size: 8", "batch_size: 8.5", "inputter.batch_size: expected an integer, got 8.5 (number)"),
         ("hidden_units: [8]", "hidden_units: 8", "network.hidden_units: expected a list, got 8 (integer)"),
+        # NumPy's generator, seeded with it, takes no more than 32 bits: was a traceback an epoch in.
+        ("name: tiny", "name: tiny\nseed: 4294967296", ":3:7: error: seed: must be at most 4294967295, got 4294967296"),
         ("  - type: progress", "  - type: progres", "callbacks[1].type: unknown callback type 'progres'; did you mean 'progress'?"),
         ("  - type: progress", "  - {}", "callbacks[1].type: missing `type`; choose one of:"),
         ("  - type: progress", "  - 3", "callbacks[1]: expected a mapping, got 3 (integer)"),

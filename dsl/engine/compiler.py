@@ -34,6 +34,18 @@ class CompiledPipeline:
     max_to_keep: int  # checkpoints the run directory keeps (the checkpoint callback's setting)
 
 
+def tensorflow_seed(seed: int) -> int:
+    """The global seed TensorFlow (and Python's and NumPy's generators) get for the pipeline's
+    `seed`: the same number, except one that TensorFlow reads as 0 (it takes seeds modulo
+    2**31 - 1), which becomes 2**31 - 2.
+
+    With a global seed of 0, `tf.data` cannot take a seed that is a tensor (it compares the
+    pair of seeds with (0, 0) in Python), and the train data hand each epoch its seed as a
+    tensor (DataFeed.train). The data's own seeds still come from the pipeline's `seed`.
+    """
+    return seed if seed % (2**31 - 1) else 2**31 - 2
+
+
 def configure_tensorflow(pipeline: dict[str, Any]) -> int:
     """Threads, precision, determinism and seeds — before any op exists. Returns the seed used.
 
@@ -53,7 +65,7 @@ def configure_tensorflow(pipeline: dict[str, Any]) -> int:
     seed = pipeline.get("seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31 - 1)
-    tf.keras.utils.set_random_seed(seed)
+    tf.keras.utils.set_random_seed(tensorflow_seed(seed))
     if pipeline.get("deterministic"):
         tf.config.experimental.enable_op_determinism()
         # Dropout then draws from a tf.random.Generator whose state the runner checkpoints
