@@ -26,6 +26,12 @@ from dsl.engine.data_feed import DataFeed, epoch_seed
 from dsl.registry import lookup
 
 
+@pytest.fixture(autouse=True)
+def seeded() -> None:
+    """TensorFlow seeded as `dslrun` seeds it, not as an earlier test of the session left it."""
+    configure_tensorflow({"seed": 7, "runner": {}})
+
+
 class Sharded(LocalBackend):
     """A local backend whose shard can be changed, as an elastic resize changes it."""
 
