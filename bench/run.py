@@ -11,9 +11,11 @@ Markdown table on stdout; `--write-docs` also refreshes docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -256,7 +258,7 @@ def main() -> None:
     repeats = args.repeats or (1 if args.quick else 3)
     steps = ["--warmup", "5", "--steps", "15"] if args.quick else ["--warmup", "10", "--steps", "50"]
 
-    data = Path(tempfile.mkdtemp(prefix="dslrun-bench-"))
+    data = generated_data_dir("dslrun-bench-")
     subprocess.run([str(BIN / "dslrun"), "data", "synthetic", "--out", str(data), "--num-train", "2048",
                     "--num-val", "64"], check=True, capture_output=True, env=ENV)
     single = ["--batch", "64", *steps]
@@ -344,6 +346,14 @@ def main() -> None:
         write_docs(table, args.quick)
 
 
+def generated_data_dir(prefix: str) -> Path:
+    """A temporary directory for data the bench generates, removed when the bench exits
+    (it used to stay in /tmp after every run)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 TASK_DATA = {"segmentation": ["synthetic-segmentation", "--num-train", "256", "--num-val", "16", "--image-size", "64"],
              "text": ["synthetic-text", "--num-train", "2048", "--num-val", "64"]}
 
@@ -353,7 +363,7 @@ def task_cases(steps: list[str]) -> dict[str, Case]:
     generated once per task."""
     cases: dict[str, Case] = {}
     for task, command in TASK_DATA.items():
-        data = Path(tempfile.mkdtemp(prefix=f"dslrun-bench-{task}-"))
+        data = generated_data_dir(f"dslrun-bench-{task}-")
         subprocess.run([str(BIN / "dslrun"), "data", *command[:1], "--out", str(data), *command[1:]],
                        check=True, capture_output=True, env=ENV)
         # A text step takes ~4 ms: ten times the steps, or the timed window is a fraction of a second.
