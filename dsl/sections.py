@@ -11,6 +11,13 @@ from typing import Any
 
 SUPPORTED_VERSIONS = (1,)
 
+
+def fixed_array(*items: dict[str, Any]) -> dict[str, Any]:
+    """An array of exactly these items, in this order ([mode, count], [height, width], ...):
+    every place a parameter is a short tuple writes it through here."""
+    return {"type": "array", "prefixItems": list(items), "minItems": len(items), "maxItems": len(items),
+            "items": False}
+
 # Which kind each component section holds; `callbacks` is a list of them.
 COMPONENT_SECTIONS: dict[str, str] = {
     "inputter": "inputter",
@@ -271,14 +278,10 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         "type": "array",
         "minItems": 1,
         "items": {
-            "type": "array",
-            "prefixItems": [
+            **fixed_array(
                 {"type": "string", "enum": list(WORKFLOW_MODES), "description": "Mode of this phase."},
                 {"type": "integer", "minimum": 1, "description": "Epochs (or iters) in this phase."},
-            ],
-            "minItems": 2,
-            "maxItems": 2,
-            "items": False,
+            ),
             "description": "[mode, count]",
         },
         "default": [["train", 1]],

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.errors import DslError
+from dsl.sections import fixed_array
 
 PHOTOMETRIC_PARAMS: dict[str, dict[str, Any]] = {
     "brightness": {
@@ -24,16 +25,10 @@ PHOTOMETRIC_PARAMS: dict[str, dict[str, Any]] = {
         "description": "Random contrast factor range [lower, upper] of the image, e.g. [0.8, 1.2]; null = off.",
         "anyOf": [
             {"type": "null"},
-            {
-                "type": "array",
-                "prefixItems": [
-                    {"type": "number", "minimum": 0.0, "description": "Lowest contrast factor."},
-                    {"type": "number", "minimum": 0.0, "description": "Highest contrast factor."},
-                ],
-                "minItems": 2,
-                "maxItems": 2,
-                "items": False,
-            },
+            fixed_array(
+                {"type": "number", "minimum": 0.0, "description": "Lowest contrast factor."},
+                {"type": "number", "minimum": 0.0, "description": "Highest contrast factor."},
+            ),
         ],
         "default": None,
     },

@@ -24,6 +24,7 @@ from typing import Any
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
 from dsl.errors import DslError
 from dsl.registry import register
+from dsl.sections import fixed_array
 
 PARAMS: dict[str, dict[str, Any]] = {
     "min_scale": {
@@ -45,16 +46,10 @@ PARAMS: dict[str, dict[str, Any]] = {
         ),
         "anyOf": [
             {"type": "null"},
-            {
-                "type": "array",
-                "prefixItems": [
-                    {"type": "integer", "minimum": 1, "description": "Crop height in pixels."},
-                    {"type": "integer", "minimum": 1, "description": "Crop width in pixels."},
-                ],
-                "minItems": 2,
-                "maxItems": 2,
-                "items": False,
-            },
+            fixed_array(
+                {"type": "integer", "minimum": 1, "description": "Crop height in pixels."},
+                {"type": "integer", "minimum": 1, "description": "Crop width in pixels."},
+            ),
         ],
         "default": None,
     },

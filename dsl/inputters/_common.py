@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dsl.errors import DslError
+from dsl.sections import fixed_array
 
 MODES = ("train", "val", "test")
 
@@ -82,15 +83,11 @@ def image_shape_param(default: list[int] | None = None) -> dict[str, Any]:
             "Shape [height, width, channels] of the images the network receives; every image is "
             "resized to it, channels 1 = grayscale, 3 = RGB."
         ),
-        "type": "array",
-        "prefixItems": [
+        **fixed_array(
             {"type": "integer", "minimum": 1, "description": "Height in pixels."},
             {"type": "integer", "minimum": 1, "description": "Width in pixels."},
             {"type": "integer", "enum": [1, 3], "description": "Channels: 1 (grayscale) or 3 (RGB)."},
-        ],
-        "minItems": 3,
-        "maxItems": 3,
-        "items": False,
+        ),
         "default": list(default or [32, 32, 3]),
     }
 
