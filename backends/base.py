@@ -64,9 +64,11 @@ class Backend:
         pipeline.yaml); an evaluator task only reads the checkpoints."""
         return True
 
-    def lr_scale(self) -> float:
-        """Factor applied to the base learning rate (e.g. by world size); 1 here."""
-        return 1.0
+    def replicas_in_step(self) -> int:
+        """How many replicas' batches one optimizer step combines (dsl.scaling divides the
+        global batch by it and scales the learning rate with it): the ranks of an allreduce,
+        1 here."""
+        return 1
 
     def wrap_tape(self, tape: Any) -> Any:
         """The gradient tape whose `gradient` reduces across replicas; unchanged here."""

@@ -21,7 +21,6 @@ the collectives of the others fail with its name, so the job ends instead of han
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -124,9 +123,8 @@ class CollectiveBackend(Backend):
         stack.enter_context(local_replica_variables())
         return stack
 
-    def lr_scale(self) -> float:
-        size = self.placement.world_size
-        return {"linear": float(size), "sqrt": math.sqrt(size)}.get(self.runner_params.get("lr_scaling", "linear"), 1.0)
+    def replicas_in_step(self) -> int:
+        return self.placement.world_size
 
     def make_train_call(self, parts: StepParts) -> StepCall:
         from dsl.engine.steps import make_train_call

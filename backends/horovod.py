@@ -9,7 +9,6 @@ environment variables Horovod reads at `hvd.init()`.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -129,10 +128,8 @@ class HorovodBackend(Backend):
             if not self.runner_params.get("inter_op_threads"):
                 tf.config.threading.set_inter_op_parallelism_threads(max(1, min(2, share)))
 
-    def lr_scale(self) -> float:
-        scaling = self.runner_params.get("lr_scaling", "linear")
-        size = self.placement.world_size
-        return {"linear": float(size), "sqrt": math.sqrt(size)}.get(scaling, 1.0)
+    def replicas_in_step(self) -> int:
+        return self.placement.world_size
 
     def wrap_tape(self, tape: Any) -> Any:
         hvd = self.hvd

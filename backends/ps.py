@@ -31,7 +31,6 @@ Cluster semantics, honestly stated:
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -156,12 +155,10 @@ class ParameterServerBackend(Backend):
     def scope(self) -> contextlib.AbstractContextManager[Any]:
         return self.strategy.scope() if self.drives_cluster else contextlib.nullcontext()
 
-    def lr_scale(self) -> float:
-        """Central storage grows the global batch with the replicas; an async cluster does not."""
-        if self.mode != "central_storage":
-            return 1.0
-        size = self.placement.world_size
-        return {"linear": float(size), "sqrt": math.sqrt(size)}.get(self.runner_params.get("lr_scaling", "linear"), 1.0)
+    def replicas_in_step(self) -> int:
+        """Central storage splits a step's batch over its replicas; in an asynchronous cluster
+        every update is one worker's batch."""
+        return self.placement.world_size if self.mode == "central_storage" else 1
 
     def make_iterator(self, dataset_fn: Callable[[], Any]) -> Any:
         if not self.drives_cluster:

@@ -44,15 +44,61 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         "enum": ["auto", "local", "horovod", "collective", "ps"],
         "default": "auto",
     },
-    "lr_scaling": {
+    "batch_scaling": {
         "description": (
-            "How the base learning rate grows with the number of ranks (global batch): linear "
-            "(x ranks, Goyal et al. — pair it with modeler.lr_schedule.warmup_epochs), sqrt, or none. "
-            "One process is never scaled."
+            "What inputter.batch_size means on N replicas: none (the default) keeps it the global "
+            "batch, each replica taking batch_size / N, so the steps per epoch and the learning rate "
+            "are those of one process and N ranks learn what one does; linear makes it the batch of "
+            "each replica, the global batch N x batch_size (1/N of the steps per epoch, the learning "
+            "rate scaled by runner.lr_scaling). An asynchronous parameter-server cluster applies "
+            "one worker's batch per update and scales nothing."
         ),
         "type": "string",
-        "enum": ["linear", "sqrt", "none"],
-        "default": "linear",
+        "enum": ["none", "linear"],
+        "default": "none",
+    },
+    "lr_scaling": {
+        "description": (
+            "How the learning rate follows the growth k of the global batch (runner.batch_scaling: "
+            "linear): linear (x k, Goyal et al.; warm up over modeler.lr_schedule.warmup_epochs), "
+            "sqrt (x sqrt(k)), none, or auto (linear for sgd/momentum/nesterov, sqrt for adaptive "
+            "optimizers such as adam). With batch_scaling none the global batch does not grow and "
+            "the rate is never scaled."
+        ),
+        "type": "string",
+        "enum": ["auto", "linear", "sqrt", "none"],
+        "default": "auto",
+    },
+    "divergence": {
+        "description": (
+            "Stop (or warn about) a run whose train loss explodes early: NaN or infinite, or more "
+            "than `factor` times its first value, within the first `epochs` epochs (the first "
+            "`epochs` x steps per epoch steps of an iteration-based run). The message names the "
+            "learning rate in force, the warmup and the settings to change."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "action": {
+                "description": "stop (the run fails, exit 1, the diverged state not saved), warn (one line), or off.",
+                "type": "string",
+                "enum": ["stop", "warn", "off"],
+                "default": "stop",
+            },
+            "factor": {
+                "description": "A train loss above factor x the first train call's loss counts as exploded.",
+                "type": "number",
+                "exclusiveMinimum": 1,
+                "default": 10.0,
+            },
+            "epochs": {
+                "description": "How long the check runs, in epochs from the start of the run (may be fractional).",
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "default": 1.0,
+            },
+        },
+        "default": {},
     },
     "horovod": {
         "description": "Horovod settings, used when the backend is horovod.",

@@ -20,11 +20,12 @@ def test_explicit_backends() -> None:
     assert isinstance(select_backend({"backend": "horovod"}, environ={}), HorovodBackend)
 
 
-def test_lr_scaling_by_world_size() -> None:
-    backend = HorovodBackend({"lr_scaling": "linear"})
+def test_replicas_in_step() -> None:
+    """An allreduce combines every rank's batch in a step; an asynchronous ps cluster one worker's."""
+    from backends.ps import ParameterServerBackend
+
+    backend = HorovodBackend({})
     backend.placement.world_size = 4
-    assert backend.lr_scale() == 4.0
-    backend.runner_params["lr_scaling"] = "sqrt"
-    assert backend.lr_scale() == 2.0
-    backend.runner_params["lr_scaling"] = "none"
-    assert backend.lr_scale() == 1.0
+    assert backend.replicas_in_step() == 4
+    assert LocalBackend({}).replicas_in_step() == 1
+    assert ParameterServerBackend({"ps": {"mode": "cluster"}}).replicas_in_step() == 1

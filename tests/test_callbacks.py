@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import jsonschema
@@ -25,6 +26,7 @@ from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.context import BuildContext, Placement
 from dsl.engine.contracts import RunnerView
 from dsl.errors import DslError
+from dsl.scaling import Scaling
 
 Values = Callable[["FakeRunner"], dict[str, float]]
 
@@ -65,6 +67,10 @@ class FakeRunner:
         self.by_epoch = max_epochs is not None
         self.steps_per_epoch, self.steps_per_call, self.val_steps = steps_per_epoch, steps_per_call, val_steps
         self.batch_size, self.global_batch_size = batch_size, batch_size * world_size
+        self.scaling = Scaling(world_size, batch_size * world_size, batch_size, "none", "none", 1.0)
+        # What the header reads of the modeler: the base rate and the schedule (a constant here).
+        self.modeler: Any = SimpleNamespace(params={"optimizer": {"learning_rate": 0.1}},
+                                            learning_rate=lambda steps_per_epoch, scale=1.0: 0.1 * scale)
         self.mode, self.step, self.epoch, self.inner_step = "train", 0, 0, 0
         self.phase_steps: int | None = None
         self.outputs: dict[str, float] = {}
@@ -335,8 +341,8 @@ def test_train_basic_header_and_final_checkpoint(tmp_path, capsys):
     runner.run([make("train_basic")], TRAIN)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
-        f"pipeline tiny: 16 parameters (12 trainable), 3 steps/epoch, batch 4 x 2 replicas = 8, "
-        f"max_epochs 2, model_dir {tmp_path}"
+        f"pipeline tiny: 16 parameters (12 trainable), 3 steps/epoch, global batch 8 = 2 x 4, "
+        f"learning rate 0.1 (x1, batch_scaling none), max_epochs 2, model_dir {tmp_path}"
     )
     assert runner.saves == [6]
     assert lines[-1] == "finished at step 6 (epoch 2); checkpoint ckpt-6"
@@ -693,3 +699,63 @@ def test_state_saved_under_a_former_callback_name_is_restored(tmp_path: Path) ->
     CallbackList([third]).load_states(
         {"val_basic": {"accuracy": 0.9, "step": 50}, "eval_basic": {"accuracy": 0.1, "step": 5}}, runner)
     assert third.best == (0.9, 50)
+
+
+# ------------------------------------------------------------------- runner.divergence
+def guard(**settings: Any) -> Callback:
+    from dsl.engine.divergence import DivergenceGuard
+
+    return DivergenceGuard(settings)
+
+
+def test_divergence_stops_a_loss_that_explodes_in_the_first_epoch_naming_the_rate(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4)
+    runner.run([guard(), make("train_basic")], sequence("loss", [2.3, 2.0, 3.0, 40.0, 1.0], learning_rate=0.1))
+    assert runner.failed and runner.step == 4
+    assert runner.stop_reason == (
+        "the train loss diverged: 40 at step 4 is 17x its first value 2.3 (runner.divergence.factor 10); the learning "
+        "rate is 0.1 (modeler.optimizer.learning_rate) with no warmup: lower modeler.optimizer.learning_rate, lengthen "
+        "modeler.lr_schedule.warmup_epochs, or check the data (runner.divergence.action: warn or off to go on regardless)"
+    )
+    # train_basic's after_run saves no checkpoint of a failed run.
+    assert runner.saves == []
+
+
+def test_divergence_names_the_scaling_when_the_rate_was_scaled(tmp_path):
+    from dsl.scaling import Scaling
+
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4, world_size=2)
+    runner.scaling = Scaling(2, 4, 4, "linear", "linear", 2.0)
+    runner.run([guard()], sequence("loss", [2.3, float("nan")], learning_rate=0.2))
+    assert runner.failed and runner.stop_reason.startswith(
+        "the train loss diverged: it is nan at step 2; the learning rate is 0.2 = 0.1 x 2 (the global batch 8 is 2x "
+        "inputter.batch_size, runner.batch_scaling: linear, runner.lr_scaling: linear) with no warmup: set "
+        "runner.batch_scaling: none")
+
+
+def test_divergence_warn_goes_on_and_off_or_after_the_window_says_nothing(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=2)
+    runner.run([guard(action="warn")], sequence("loss", [1.0, 50.0, 60.0, 70.0]))
+    assert not runner.failed and runner.step == 4
+    assert capsys.readouterr().err.count("warning: the train loss diverged: 50 at step 2") == 1
+    runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=2)
+    runner.run([guard(action="off")], sequence("loss", [1.0, float("inf"), 60.0, 70.0]))
+    assert not runner.failed
+    # epochs: 1 watches the first epoch only: a jump in the second is not this guard's.
+    runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=2)
+    runner.run([guard(epochs=1)], sequence("loss", [1.0, 2.0, 60.0, 70.0]))
+    assert not runner.failed
+
+
+def test_divergence_reference_survives_a_restart(tmp_path):
+    first = guard()
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=2)
+    runner.run([first], sequence("loss", [2.0, 3.0]))
+    state: dict[str, Any] = {}
+    first.before_save_checkpoint(runner, state)
+    assert state == {"reference_loss": 2.0}
+    resumed = guard()
+    resumed.after_load_checkpoint(runner, state)
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=2)
+    runner.run([resumed], sequence("loss", [25.0, 1.0]))
+    assert runner.failed and "25 at step 1 is 12x its first value 2" in runner.stop_reason

@@ -55,6 +55,7 @@ runner:
   workflow: {workflow}
   max_epochs: {epochs}
   lr_scaling: {lr_scaling}
+  batch_scaling: {batch_scaling}
 """
 BN_NETWORK = "{type: simple_cnn, filters: [8, 16], dense_units: 32, batch_norm: true}"
 
@@ -62,7 +63,7 @@ BN_NETWORK = "{type: simple_cnn, filters: [8, 16], dense_units: 32, batch_norm: 
 def pipeline(tmp_path: Path, data: Path, name: str, **values: object) -> Path:
     settings = {"deterministic": "false", "batch": 16, "shuffle": 256, "augmenter": "cifar", "network": BN_NETWORK,
                 "every": 4, "backend": "collective", "workflow": "[[train, 1], [val, 1]]", "epochs": 2,
-                "lr_scaling": "linear"}
+                "lr_scaling": "linear", "batch_scaling": "linear"}
     settings.update(values)
     path = tmp_path / f"{name}.yaml"
     path.write_text(PIPELINE.format(data=data, run=tmp_path / f"run-{name}", **settings))
@@ -163,18 +164,19 @@ def test_doctor_says_which_backends_run_and_why_not() -> None:
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_two_workers_step_as_one_process_with_the_global_batch(tmp_path: Path, data: Path) -> None:
-    """Sharding, the 1/replicas loss and the optimizer's sum together: 2 x 32 == 1 x 64, step
-    for step (no batch norm, augmentation, shuffling or lr scaling; rtol as in test_horovod)."""
-    common = {"shuffle": 0, "augmenter": "none", "lr_scaling": "none", "workflow": "[[train, 1]]",
-              "network": "{type: mlp, hidden_units: [32]}"}
+    """Sharding, the 1/replicas loss and the optimizer's sum together: the same batch 64 (the
+    default runner.batch_scaling: none) as 2 x 32 == 1 x 64, step for step (no batch norm,
+    augmentation or shuffling; rtol as in test_horovod)."""
+    common = {"shuffle": 0, "augmenter": "none", "lr_scaling": "auto", "batch_scaling": "none",
+              "workflow": "[[train, 1]]", "network": "{type: mlp, hidden_units: [32]}"}
     one = pipeline(tmp_path, data, "one", batch=64, backend="local", **common)
     dslrun(str(one))
-    two = pipeline(tmp_path, data, "two", batch=32, **common)
+    two = pipeline(tmp_path, data, "two", batch=64, **common)
     out = launch(tmp_path, two)
     assert "[chief] dslrun: weights digest" in out and "identical on all 2 ranks" in out
     # The chief alone prints and writes: one header, one metrics file, the checkpoints once.
     assert out.count("pipeline coll:") == 1 and "[worker:0] pipeline" not in out
-    assert "batch 32 x 2 replicas = 64" in out
+    assert "global batch 64 = 2 x 32, learning rate 0.05 (x1, batch_scaling none)" in out
     records = [json.loads(line) for line in (tmp_path / "run-two" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["mode"], r["step"]) for r in records] == [("train", 4), ("train", 8)]
     single = checkpoint_arrays(tmp_path / "run-one" / "checkpoints" / "ckpt-8")
@@ -192,11 +194,11 @@ def test_batch_norm_statistics_agree_and_validation_is_averaged(tmp_path: Path, 
     """Batch-norm statistics end identical on both workers (the digest covers them), close to one
     process with the global batch, closer with sync_batch_norm; the val score of the two
     workers (each its half, weighted) is the one `dslrun eval` computes alone from the checkpoint."""
-    common = {"shuffle": 0, "augmenter": "none", "lr_scaling": "none"}
+    common = {"shuffle": 0, "augmenter": "none", "lr_scaling": "auto", "batch_scaling": "none"}
     one = pipeline(tmp_path, data, "one", batch=64, backend="local", **common)
     dslrun(str(one))
     for name, sync in (("sync", "true"), ("plain", "false")):
-        two = pipeline(tmp_path, data, name, batch=32, **common)
+        two = pipeline(tmp_path, data, name, batch=64, **common)
         out = launch(tmp_path, two, "--set", f"runner.collective.sync_batch_norm={sync}")
         assert "identical on all 2 ranks" in out, out[-3000:]
     single = checkpoint_arrays(tmp_path / "run-one" / "checkpoints" / "ckpt-8")

@@ -54,11 +54,12 @@ runner:
   workflow: {workflow}
   max_epochs: {epochs}
   lr_scaling: {lr_scaling}
+  batch_scaling: {batch_scaling}
 """
 
 
 def pipeline(tmp_path: Path, data: Path, name: str = "p", **values: object) -> Path:
-    settings = {"batch": 16, "shuffle": 256, "augmenter": "cifar", "epochs": 2, "lr_scaling": "linear",
+    settings = {"batch": 16, "shuffle": 256, "augmenter": "cifar", "epochs": 2, "lr_scaling": "linear", "batch_scaling": "linear",
                 "network": "{type: simple_cnn, filters: [8, 16], dense_units: 32}",
                 "workflow": "[[train, 1], [val, 1]]"}
     settings.update(values)
@@ -127,7 +128,8 @@ def test_mixed_float16_on_two_ranks_keeps_them_identical(tmp_path: Path, data: P
 
 
 def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, data: Path) -> None:
-    """Sharding, gradient averaging and broadcast together: 2 x 32 == 1 x 64, step for step.
+    """Sharding, gradient averaging and broadcast together: the same file (batch 64, the
+    default runner.batch_scaling: none) on 2 ranks of 32 == 1 process of 64, step for step.
 
     No batch normalisation (its statistics are per rank), no augmentation, no shuffling,
     no dropout, and no lr scaling: the two runs then compute the same averaged gradient
@@ -135,10 +137,10 @@ def test_two_ranks_equal_one_rank_with_the_same_global_batch(tmp_path: Path, dat
     sums (per rank, then across ranks), a relative error near 1e-7 per step; after 8
     steps we allow rtol 1e-4 / atol 1e-5, far below the change one step makes (checked).
     """
-    common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "none",
-              "network": "{type: mlp, hidden_units: [32]}"}
+    common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "auto",
+              "batch_scaling": "none", "network": "{type: mlp, hidden_units: [32]}"}
     one = pipeline(tmp_path, data, "one", batch=64, **common)
-    two = pipeline(tmp_path, data, "two", batch=32, **common)
+    two = pipeline(tmp_path, data, "two", batch=64, **common)
     result = subprocess.run([sys.executable, "-m", "dsl", str(one)], capture_output=True, text=True, env=ENV,
                             timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -173,14 +175,14 @@ def test_batch_norm_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path
       and stay within atol 8e-2 of one process (measured: 3.2e-2), farther than sync BN.
     Four more steps move the weights by more than 1e-1: the tolerances mean something.
     """
-    common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "none",
-              "network": BN_NETWORK}
+    common = {"shuffle": 0, "augmenter": "none", "epochs": 2, "workflow": "[[train, 1]]", "lr_scaling": "auto",
+              "batch_scaling": "none", "network": BN_NETWORK}
     one = pipeline(tmp_path, data, "one", batch=64, **common)
     result = subprocess.run([sys.executable, "-m", "dsl", str(one)], capture_output=True, text=True, env=ENV,
                             timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     for name, sync in (("sync", "true"), ("plain", "false")):
-        two = pipeline(tmp_path, data, name, batch=32, **common)
+        two = pipeline(tmp_path, data, name, batch=64, **common)
         result = launch([*LAUNCHERS["gloo"], "dslrun", str(two), "--set", f"runner.horovod.sync_batch_norm={sync}"])
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         assert "identical on all 2 ranks" in result.stderr

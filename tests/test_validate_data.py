@@ -7,6 +7,7 @@ classes) in one way and expects one located line, as a user would fix it.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import struct
 from pathlib import Path
@@ -87,12 +88,56 @@ def test_clean_data_is_summed_up_per_split(tmp_path: Path, data: Path) -> None:
     assert result.stderr.strip() == "1 file, 0 invalid, 0 errors"
 
 
-def test_world_size_divides_the_steps(tmp_path: Path, data: Path) -> None:
+def test_world_size_divides_the_global_batch_not_the_steps(tmp_path: Path, data: Path) -> None:
+    """batch_scaling none (the default): 2 processes take 4 of the global 8 each, the steps stay."""
     result = invoke("validate", "--data", "--world-size", "2", str(pipeline(tmp_path, data)))
-    assert "3 steps per epoch (batch 8 x 2 processes)" in result.stdout
-    assert "2 batches per pass (batch 8 x 2 processes)" in result.stdout
+    assert "7 steps per epoch (batch 4 x 2 processes)" in result.stdout
+    assert "4 batches per pass (batch 4 x 2 processes)" in result.stdout
+    assert ("runner at 2 processes: global batch 8 = 2 x 4, learning rate 0.1 (x1, batch_scaling none), no warmup, "
+            "7 steps per epoch, 14 steps in the run") in result.stdout
     result = invoke("validate", "--world-size", "2", str(pipeline(tmp_path, data)))
     assert result.exit_code == 2 and "--world-size only applies to --data" in result.output
+
+
+def test_world_size_with_a_per_rank_batch_divides_the_steps_and_scales_the_rate(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data, **{"  max_epochs: 2": "  max_epochs: 2\n  batch_scaling: linear"})
+    result = invoke("validate", "--data", "--world-size", "2", "--format", "json", str(path))
+    scaling = json.loads(result.stdout)["files"][0]["data"][-1]["scaling"]
+    assert scaling == {"world_size": 2, "replicas": 2, "batch_size": 8, "global_batch_size": 16, "learning_rate": 0.2,
+                       "lr_factor": 2.0, "lr_scaling": "linear", "batch_scaling": "linear", "warmup_steps": 0,
+                       "steps_per_epoch": 3, "run_steps": 6}
+    # A doubled rate with no warmup: warned at the setting that scaled it, with the fix.
+    result = invoke("validate", "--data", "--world-size", "2", str(path))
+    assert result.exit_code == 0
+    warning = next(x for x in result.stdout.splitlines() if ": warning: runner.batch_scaling:" in x)
+    assert warning.startswith(f"{path}:14:3: warning: runner.batch_scaling: at 2 processes the learning rate is 0.2 (2x, "
+                              "runner.lr_scaling linear) with no warmup (no warmup on one process either)")
+    assert "lengthen modeler.lr_schedule.warmup_epochs, or set runner.batch_scaling: none" in warning
+
+
+def test_a_scaled_rate_with_less_warmup_than_one_process_is_a_warning(tmp_path: Path, data: Path) -> None:
+    """The quickstart's failure at 2 ranks: warmup in epochs halves in steps while the rate doubles."""
+    schedule = "modeler: {type: image_classification, lr_schedule: {type: piecewise, boundaries: [1], values: [1.0, 0.1], " \
+               "warmup_epochs: 1}}"
+    path = pipeline(tmp_path, data, **{"modeler: {type: image_classification}": schedule,
+                                       "  max_epochs: 2": "  max_epochs: 2\n  batch_scaling: linear"})
+    result = invoke("validate", "--data", "--world-size", "2", str(path))
+    assert "with a warmup of 3 steps (7 steps on one process at 0.1)" in result.stdout
+    result = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.batch_scaling=none")
+    assert "warning: runner.batch_scaling" not in result.stdout
+    assert "learning rate 0.1 (x1, batch_scaling none), warmup 7 steps" in result.stdout
+
+
+def test_a_global_batch_too_small_for_the_world_is_an_error_and_an_uneven_one_a_warning(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", "--world-size", "16", str(path))
+    assert result.exit_code == 1
+    assert (f"{path}:9:15: error: inputter.batch_size: inputter.batch_size 8 is the global batch "
+            "(runner.batch_scaling: none), and 16 replicas cannot share it") in result.stdout
+    result = invoke("validate", "--data", "--world-size", "3", str(path))
+    assert result.exit_code == 0
+    assert (f"{path}:9:15: warning: inputter.batch_size: the global batch 8 does not divide across 3 processes: "
+            "each takes 2, 6 in all") in result.stdout
 
 
 def test_a_missing_image_is_an_error_at_its_csv_line(tmp_path: Path, data: Path) -> None:
@@ -207,7 +252,7 @@ def test_steps_per_epoch_decide_the_schedule_and_batch_checks(tmp_path: Path, da
     path = pipeline(tmp_path, data, **{"batch_size: 8": "batch_size: 64"})
     result = invoke("validate", "--data", str(path))
     assert result.exit_code == 1
-    assert (f"{path}:9:15: error: inputter.batch_size: batch_size 64 x 1 process(es) is larger than the train data "
+    assert (f"{path}:9:15: error: inputter.batch_size: batch 64 x 1 process(es) is larger than the train data "
             "(60 examples)") in result.stdout
 
 

@@ -18,6 +18,16 @@ def _count(variables: list[Any]) -> int:
     return sum(math.prod(int(d) for d in v.shape) for v in variables)
 
 
+def _scaling(runner: Any) -> str:
+    """Global batch, learning rate and warmup at this world size: what moving a pipeline to N
+    ranks changed, said where the run starts (dsl/scaling.py)."""
+    base = runner.modeler.params["optimizer"]["learning_rate"]
+    text = runner.scaling.describe(base)
+    warmup = int(getattr(runner.modeler.learning_rate(runner.steps_per_epoch, runner.scaling.lr_factor),
+                         "warmup_steps", 0))
+    return f"{text}, warmup {warmup} step{'s' * (warmup != 1)}" if warmup else text
+
+
 @register(
     "callback",
     "train_basic",
@@ -37,11 +47,9 @@ class TrainBasic(Callback):
         model = runner.model
         total, trainable = _count(model.weights), _count(model.trainable_weights)
         length = f"max_epochs {runner.max_epochs}" if runner.by_epoch else f"max_iters {runner.max_iters}"
-        world = runner.placement.world_size
         runner.print(
             f"pipeline {runner.pipeline.get('name', 'pipeline')}: {total:,} parameters ({trainable:,} trainable), "
-            f"{runner.steps_per_epoch or '?'} steps/epoch, batch {runner.batch_size} x {world} "
-            f"replica{'s' if world > 1 else ''} = {runner.global_batch_size}, {length}, model_dir {runner.model_dir}"
+            f"{runner.steps_per_epoch or '?'} steps/epoch, {_scaling(runner)}, {length}, model_dir {runner.model_dir}"
         )
 
     def after_run(self, runner: Any) -> None:

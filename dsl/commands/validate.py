@@ -100,10 +100,13 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
     from dsl.errors import DslError
 
     try:
-        found, splits = check_data(resolved, sources, world_size, {d.path for d in diagnostics})
+        found, splits, scaled = check_data(resolved, sources, world_size, {d.path for d in diagnostics})
     except DslError as exc:
         fail(str(exc))
-    summaries[name] = [(split.summary(resolved["inputter"], world_size), split.to_dict()) for split in splits]
+    batch = scaled.scaling.batch_size if scaled else None
+    summaries[name] = [(split.summary(resolved["inputter"], world_size, batch), split.to_dict()) for split in splits]
+    if scaled is not None and world_size > 1:
+        summaries[name].append((scaled.summary(), scaled.to_dict()))
     return diagnostics + found
 
 

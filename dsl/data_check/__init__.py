@@ -21,6 +21,7 @@ from dsl import registry
 from dsl.data_check.examples import Example, Problem, Split
 from dsl.data_check.images import ImageFacts, inspect_file
 from dsl.data_check.report import SplitReport, split_warnings, steps
+from dsl.data_check.scaling import ScalingReport, scaling_at, scaling_report
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
 from dsl.errors import DslError
@@ -35,8 +36,9 @@ _KEY_PREFIX = re.compile(r"^inputter\.(?P<key>[a-z_]+): ")
 
 def check_data(
     resolved: dict[str, Any], sources: SourceMap, world_size: int = 1, known: Iterable[str] = ()
-) -> tuple[list[Diagnostic], list[SplitReport]]:
-    """Every problem of the data (located) and one report per split the inputter declares.
+) -> tuple[list[Diagnostic], list[SplitReport], ScalingReport | None]:
+    """Every problem of the data (located), one report per split the inputter declares, and
+    what `world_size` processes make of the batch and the learning rate (dsl.data_check.scaling).
 
     `known` are the paths plain validate already reported, so that a schedule problem seen
     in epochs is not reported again in steps.
@@ -47,21 +49,27 @@ def check_data(
     if component.examples is None:
         path: JsonPath = ("inputter", "type")
         message = f"validate --data cannot read the data of inputter type {component.type} (it declares no examples)"
-        return [_at_yaml(sources, path, message, "warning")], []
-    diagnostics: list[Diagnostic] = []
+        return [_at_yaml(sources, path, message, "warning")], [], None
+    scaling, diagnostics = scaling_at(resolved, world_size, sources)
+    replicas, batch = (scaling.replicas, scaling.batch_size) if scaling else (world_size, None)
     reports: list[SplitReport] = []
     for mode in (m for m in MODES if m in declared_modes(inputter)):
         report = SplitReport(f"inputter.{mode}", mode)
         diagnostics += _check_split(component.examples(inputter, mode), report, inputter, sources)
-        report.steps = steps(report, inputter, world_size)
+        report.steps = steps(report, inputter, replicas, batch)
         reports.append(report)
     train = next((r for r in reports if r.mode == "train"), None)
     for report in reports:
         diagnostics += [_at_yaml(sources, ("inputter", report.mode), text, severity)
                         for text, severity in split_warnings(report, train, _num_classes(inputter, report))]
+    scaled: ScalingReport | None = None
     if train is not None:
-        diagnostics += _length_problems(resolved, sources, train, world_size, set(known))
-    return diagnostics, reports
+        diagnostics += _length_problems(resolved, sources, train, replicas, batch, set(known))
+        if scaling is not None and train.steps:
+            scaled, found = scaling_report(resolved, sources, world_size, scaling, train.steps,
+                                           steps(train, inputter, 1))
+            diagnostics += found
+    return diagnostics, reports, scaled
 
 
 def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
@@ -134,14 +142,14 @@ def _num_classes(inputter: dict[str, Any], report: SplitReport) -> int | None:
 
 
 def _length_problems(
-    resolved: dict[str, Any], sources: SourceMap, train: SplitReport, world_size: int, known: set[str]
+    resolved: dict[str, Any], sources: SourceMap, train: SplitReport, world_size: int, batch: int | None, known: set[str]
 ) -> list[Diagnostic]:
     """No full batch per epoch (the run would refuse to start), or a schedule that does not fit the run in steps."""
     inputter = resolved["inputter"]
     if train.steps == 0 and train.examples:
         path: JsonPath = ("inputter", "batch_size")
         return [_at_yaml(sources, path, (
-            f"batch_size {inputter['batch_size']} x {world_size} process(es) is larger than the train data "
+            f"batch {batch or inputter['batch_size']} x {world_size} process(es) is larger than the train data "
             f"({train.examples} examples): not one full batch per epoch; lower inputter.batch_size or set "
             "inputter.drop_remainder: false"), "error")]
     if not train.steps:

@@ -54,9 +54,9 @@ class SplitReport:
             return f"{label} ({self.class_names[label]})"
         return str(label)
 
-    def summary(self, inputter: dict[str, Any], world_size: int) -> str:
+    def summary(self, inputter: dict[str, Any], world_size: int, batch_size: int | None = None) -> str:
         """One line: `inputter.train: 2000 examples from train.csv; 10 classes, 180-220 each; 32x32 RGB; 31 steps ...`."""
-        batch = f"batch {inputter['batch_size']} x {world_size} process{'es' * (world_size != 1)}"
+        batch = f"batch {batch_size or inputter['batch_size']} x {world_size} process{'es' * (world_size != 1)}"
         unit = "steps per epoch" if self.mode == "train" else "batches per pass"
         if self.generated is not None:
             return f"{self.key}: {self.generated} examples {self.source}; {self.steps} {unit} ({batch})"
@@ -90,15 +90,16 @@ class SplitReport:
         }
 
 
-def steps(report: SplitReport, inputter: dict[str, Any], world_size: int) -> int:
-    """Train steps per epoch (as the runner counts them), or batches per val/test pass on rank 0."""
+def steps(report: SplitReport, inputter: dict[str, Any], world_size: int, batch_size: int | None = None) -> int:
+    """Train steps per epoch (as the runner counts them), or batches per val/test pass on rank 0,
+    with `batch_size` per replica (dsl.scaling; None: inputter.batch_size)."""
     from dsl.engine.compiler import steps_per_epoch  # pure Python; dsl.engine's package imports no TensorFlow
 
     if report.generated is not None:
         count = report.generated
     else:
         count = report.examples + (0 if inputter.get("skip_corrupt") else report.unusable)
-    batch = inputter["batch_size"]
+    batch = batch_size or inputter["batch_size"]
     if report.mode == "train":
         return steps_per_epoch(count, batch, world_size, inputter.get("drop_remainder", True)) or 0
     return math.ceil(math.ceil(count / world_size) / batch)

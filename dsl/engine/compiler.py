@@ -98,12 +98,14 @@ def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> A
 
 
 def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, scope: Any = None,
-                     prepare_model: Callable[[Any], Any] | None = None, fresh_start: bool = False) -> CompiledPipeline:
+                     prepare_model: Callable[[Any], Any] | None = None, fresh_start: bool = False,
+                     batch_size: int | None = None) -> CompiledPipeline:
     """Build inputter, augmenter, network, modeler and callbacks for this process.
 
     `scope` (the backend's) is entered while the network and modeler create variables;
     `prepare_model` (the backend's) may replace the network's layers before anything uses it;
-    `fresh_start` (`--no-resume`) tells the components not to read back what a former run left.
+    `fresh_start` (`--no-resume`) tells the components not to read back what a former run left;
+    `batch_size` is this replica's batch (dsl.scaling; None: `inputter.batch_size`).
     """
     import contextlib
 
@@ -118,7 +120,7 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
     context.learn(inputter.facts())
     context.steps_per_epoch = steps_per_epoch(
         inputter.num_examples("train") if inputter.has_source("train") else None,
-        pipeline["inputter"]["batch_size"],
+        batch_size or pipeline["inputter"]["batch_size"],
         placement.world_size,
         pipeline["inputter"].get("drop_remainder", True),
     )

@@ -21,6 +21,7 @@ from dsl.context import BuildContext, Placement
 
 if TYPE_CHECKING:
     from dsl.callbacks.base import Callback
+    from dsl.scaling import Scaling
 
 Tensor = Any  # tf.Tensor
 Dataset = Any  # tf.data.Dataset
@@ -97,12 +98,13 @@ class Inputter(Protocol):
         ...
 
     def dataset(self, mode: str, augment: ExampleTransform | None = None, num_shards: Any = 1,
-                shard_index: Any = 0, seed: Any = None) -> Dataset:
+                shard_index: Any = 0, seed: Any = None, batch_size: int | None = None) -> Dataset:
         """Batches of `mode`, sharded over the examples before shuffling (each rank a disjoint
         part), train data shuffled by `seed` and not repeated (one epoch); `augment` is mapped
         over the examples before batching. `seed` may be an int64 scalar tensor: the loop
         builds every epoch inside one dataset (`tf.data` function), and an epoch must then
-        be what the same int seed gives."""
+        be what the same int seed gives. `batch_size` is this replica's batch (the global
+        `inputter.batch_size` divided by the replicas, dsl.scaling); None: `inputter.batch_size`."""
         ...
 
     def serving_inputs(self) -> list[ServingInput]:
@@ -123,6 +125,8 @@ class NetworkBuilder(Protocol):
 
 class Modeler(Protocol):
     """Loss, optimizer, learning-rate schedule and metrics (TF Model Garden's Task)."""
+
+    params: dict[str, Any]  # the modeler section, defaults filled (optimizer, lr_schedule, ...)
 
     def learning_rate(self, steps_per_epoch: int, scale: float = 1.0) -> Any:
         """A float or a LearningRateSchedule of the global step; `scale` multiplies the base rate."""
@@ -185,8 +189,10 @@ class RunnerView(Protocol):
     by_epoch: bool
     max_epochs: int | None
     max_iters: int | None
-    batch_size: int
+    batch_size: int  # this replica's
     global_batch_size: int
+    scaling: Scaling  # batch and learning-rate factor at this world size
+    modeler: Modeler
     steps_per_epoch: int
     mode: str
     step: int
@@ -245,7 +251,7 @@ class Backend(Protocol):
     def setup(self) -> None: ...
     def scope(self) -> AbstractContextManager[Any]: ...
     def prepare_model(self, model: Model) -> Model: ...
-    def lr_scale(self) -> float: ...
+    def replicas_in_step(self) -> int: ...
     def make_train_call(self, parts: StepParts) -> StepCall: ...
     def make_val_call(self, parts: StepParts) -> StepCall: ...
     def make_iterator(self, dataset_fn: Callable[[], Dataset]) -> Iterator[Any] | Any: ...

@@ -54,7 +54,7 @@ class DataFeed:
             def one_epoch(number: Any) -> Dataset:
                 return self.inputter.dataset(
                     "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index,
-                    seed=epoch_seed(self.seed, number),
+                    seed=epoch_seed(self.seed, number), batch_size=self.batch_size,
                 ).take(steps_per_epoch)
 
             dataset = tf.data.Dataset.counter(epoch).flat_map(one_epoch)
@@ -66,7 +66,8 @@ class DataFeed:
     def eval_iterator(self, mode: str) -> Any:
         """An iterator over this rank's share of `mode`'s data, without augmentation."""
         return self.backend.make_iterator(lambda: self.inputter.dataset(
-            mode, eval_transform(self.augmenter), self.backend.num_shards, self.backend.shard_index, seed=self.seed
+            mode, eval_transform(self.augmenter), self.backend.num_shards, self.backend.shard_index, seed=self.seed,
+            batch_size=self.batch_size,
         ))
 
     def eval_share(self, mode: str, max_steps: int | None) -> tuple[int, int]:
@@ -86,7 +87,7 @@ class DataFeed:
         if not steps_per_epoch:
             examples = self.inputter.num_examples("train")
             raise DslError(
-                f"inputter.batch_size {self.batch_size} x {world_size} process(es) is larger "
+                f"a batch of {self.batch_size} x {world_size} process(es) is larger "
                 f"than the train data ({examples} examples): not one full batch per epoch; lower "
                 "inputter.batch_size or set inputter.drop_remainder: false"
             )

@@ -14,6 +14,7 @@ from backends.select import select_backend
 from dsl.engine.compiler import compile_pipeline, configure_tensorflow
 from dsl.engine.runner import Runner
 from dsl.errors import DslError
+from dsl.scaling import scaling_for
 
 BEST = "best"  # `--checkpoint best`: the run directory's best model
 
@@ -25,10 +26,11 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
     if pipeline["runner"].get("elastic") is not None and backend.name != "horovod" and backend.placement.is_chief:
         print(f"dslrun: runner.elastic has no effect on the {backend.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
+    scaling = scaling_for(pipeline, backend.replicas_in_step())
     seed = configure_tensorflow(pipeline)
     compiled = compile_pipeline(pipeline, backend.placement, seed, backend.scope(), backend.prepare_model,
-                                fresh_start=not resume)
-    return Runner(compiled, backend, seed=seed, resume=resume, resume_from=resume_from)
+                                fresh_start=not resume, batch_size=scaling.batch_size)
+    return Runner(compiled, backend, seed=seed, scaling=scaling, resume=resume, resume_from=resume_from)
 
 
 def single_process(pipeline: dict[str, Any]) -> dict[str, Any]:

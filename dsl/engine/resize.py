@@ -1,7 +1,9 @@
 """Continuing a run with another number of ranks (Horovod elastic).
 
-When ranks leave or join, the global batch changes, and with it the steps per epoch and
-the learning-rate scale. The position inside an epoch is therefore kept as a count of
+When ranks leave or join, the batch of each rank changes (`runner.batch_scaling: none`: the
+global batch is divided anew) or the global batch does (`linear`: and with it the steps per
+epoch and the learning-rate scale) — the same policy at every size (dsl/scaling.py). The
+position inside an epoch is therefore kept as a count of
 examples, and the schedule is rebuilt for the new world and shifted so that an
 epoch-based run continues at the same point of it instead of replaying or skipping decays.
 """
@@ -14,6 +16,7 @@ import tensorflow as tf
 
 from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
 from dsl.engine.rundir import MetricsFile
+from dsl.scaling import scaling_for
 
 if TYPE_CHECKING:
     from dsl.engine.runner import Runner
@@ -61,6 +64,10 @@ def enter_world(runner: Runner, step: int, epoch: int, epoch_examples: int) -> N
     resized = world != runner.world_built
     if resized:
         runner.world_built = world
+        # The same policy at the new size: a global batch divided anew, or a per-rank batch
+        # whose growth rescales the learning rate (dsl/scaling.py).
+        runner.scaling = scaling_for(runner.pipeline, runner.backend.replicas_in_step())
+        runner.batch_size = runner.data.batch_size = runner.scaling.batch_size
         runner.global_batch_size = runner.batch_size * world
         runner.steps_per_epoch = count_steps_per_epoch(
             runner.inputter.num_examples("train"), runner.batch_size, world, runner.drop_remainder
@@ -78,7 +85,7 @@ def enter_world(runner: Runner, step: int, epoch: int, epoch_examples: int) -> N
                              int(runner.optimizer.iterations.numpy()))
     if resized or offset != runner.schedule_offset:
         runner.schedule_offset = offset
-        schedule = runner.modeler.learning_rate(runner.steps_per_epoch, runner.backend.lr_scale())
+        schedule = runner.modeler.learning_rate(runner.steps_per_epoch, runner.scaling.lr_factor)
         runner.optimizer.learning_rate = ShiftedSchedule(schedule, offset) if offset else schedule
         runner.compile_calls()
     _take_up_role(runner)

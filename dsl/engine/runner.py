@@ -29,6 +29,7 @@ from dsl.engine.checkpointing import Checkpoints, random_generators
 from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.contracts import Backend, StepCall
 from dsl.engine.data_feed import DataFeed, explain_failure
+from dsl.engine.divergence import DivergenceGuard
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import replicas_agree
@@ -36,12 +37,13 @@ from dsl.engine.rundir import MetricsFile
 from dsl.engine.summaries import SummaryWriters
 from dsl.engine.watch import clear_done, mark_done
 from dsl.errors import DslError
+from dsl.scaling import Scaling
 
 
 class Runner:
     """Drives one process's share of the training; what callbacks may use is `contracts.RunnerView`."""
 
-    def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, resume: bool = True,
+    def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, scaling: Scaling, resume: bool = True,
                  resume_from: str | None = None) -> None:
         pipeline = compiled.pipeline
         params = pipeline["runner"]
@@ -54,7 +56,7 @@ class Runner:
         self.modeler = compiled.modeler
         self.inputter = compiled.inputter
         self.augmenter = compiled.augmenter
-        self.callback_list = CallbackList(compiled.callbacks)
+        self.callback_list = CallbackList([DivergenceGuard(params.get("divergence") or {}), *compiled.callbacks])
         self.seed = seed
         self.resume = resume
         self.resume_from = resume_from
@@ -65,7 +67,8 @@ class Runner:
         self.by_epoch = self.max_epochs is not None
         self.steps_per_call: int = params["steps_per_call"]
         self.val_steps: int | None = params.get("val_steps")
-        self.batch_size: int = pipeline["inputter"]["batch_size"]
+        self.scaling = scaling  # this replica's batch and the learning-rate factor (dsl/scaling.py)
+        self.batch_size: int = self.scaling.batch_size
         self.drop_remainder: bool = pipeline["inputter"].get("drop_remainder", True)
         self.global_batch_size = self.batch_size * self.placement.world_size
         self.steps_per_epoch: int = self.context.steps_per_epoch or 0
@@ -75,7 +78,7 @@ class Runner:
         self.jit_compile = use_jit(params["jit_compile"])
         self.traces: Counter[str] = Counter()
         with backend.scope():
-            self.optimizer = with_loss_scaling(self.modeler.optimizer(self.steps_per_epoch, backend.lr_scale()))
+            self.optimizer = with_loss_scaling(self.modeler.optimizer(self.steps_per_epoch, self.scaling.lr_factor))
             self.optimizer.build(self.model.trainable_variables)
             self.metrics = {mode: {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"), **self.modeler.metrics(mode)}
                             for mode in ("train", "val")}

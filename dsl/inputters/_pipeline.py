@@ -118,6 +118,7 @@ class BaseInputter:
         num_shards: int = 1,
         shard_index: int = 0,
         seed: int | tf.Tensor | None = None,
+        batch_size: int | None = None,
     ) -> tf.data.Dataset:
         """Batches of (images float32 (B, H, W, C), labels int32 (B,)) for `mode`; see the module doc."""
         self._check_mode(mode)
@@ -130,15 +131,16 @@ class BaseInputter:
             data = self._shuffled(data, mode, num_shards, seed)
             data = data.map(self._decode, num_parallel_calls=calls)
             data = self._skipping_corrupt(data, mode, num_shards, shard_index)
-        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls)
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls, batch_size)
 
     def _augmented_batches(self, data: tf.data.Dataset, mode: str, augment: Callable[..., Any] | None,
-                           num_shards: int, shard_index: int, seed: int | tf.Tensor | None, calls: int) -> tf.data.Dataset:
+                           num_shards: int, shard_index: int, seed: int | tf.Tensor | None, calls: int,
+                           batch_size: int | None = None) -> tf.data.Dataset:
         """The tail of every inputter's pipeline: augment (when it changes anything), batch, prefetch."""
         train = mode == "train"
         if changes_data(augment):
             data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
-        data = data.batch(self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
+        data = data.batch(batch_size or self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
         prefetch = parallelism(self.params["prefetch"])
         return data.prefetch(prefetch) if prefetch != 0 else data
 

@@ -112,12 +112,12 @@ class TextInputter(BaseInputter):
         return len(split) if split is not None else 0
 
     def dataset(self, mode: str, augment: Any = None, num_shards: Any = 1, shard_index: Any = 0,
-                seed: int | tf.Tensor | None = None) -> tf.data.Dataset:
+                seed: int | tf.Tensor | None = None, batch_size: int | None = None) -> tf.data.Dataset:
         """Batches of (token ids int32 (B, sequence_length), labels int32 (B,)) for `mode`."""
         self._check_mode(mode)
         data = tf.data.Dataset.from_tensor_slices(self.arrays[mode]).shard(num_shards, shard_index)
         data = self._shuffled(data, mode, num_shards, seed)
-        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE)
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)
 
     def serving_inputs(self) -> list[Any]:
         """Raw UTF-8 strings, vectorised in the graph by the run's vocabulary (kept in the SavedModel)."""

@@ -1,0 +1,85 @@
+"""`dslrun validate --data --world-size N`: what N ranks make of the batch, the rate and the warmup.
+
+The same numbers the run's header prints (dsl/scaling.py), known before any process starts,
+and the warnings a scaled run deserves: a rate scaled up with less warmup than one process
+takes at the unscaled rate (the quickstart at 2 ranks diverged so, docs/benchmarks.md), a
+global batch that does not divide across the ranks. Pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dsl.diagnostics import Diagnostic, SourceMap
+from dsl.diagnostics import Path as JsonPath
+from dsl.scaling import Scaling, ScalingError, replicas_for, scaling_for, warmup_steps
+
+
+@dataclass
+class ScalingReport:
+    """The scaling at `world_size` processes, and the run's length in steps."""
+
+    world_size: int
+    scaling: Scaling
+    base_learning_rate: float
+    steps_per_epoch: int
+    warmup_steps: int
+    run_steps: int | None
+
+    def summary(self) -> str:
+        text = f"runner at {self.world_size} process{'es' * (self.world_size != 1)}: "
+        text += self.scaling.describe(self.base_learning_rate)
+        text += f", warmup {self.warmup_steps} steps" if self.warmup_steps else ", no warmup"
+        text += f", {self.steps_per_epoch} steps per epoch"
+        if self.run_steps:
+            text += f", {self.run_steps} steps in the run"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scaling": {
+                "world_size": self.world_size, "replicas": self.scaling.replicas,
+                "batch_size": self.scaling.batch_size, "global_batch_size": self.scaling.global_batch_size,
+                "learning_rate": self.base_learning_rate * self.scaling.lr_factor, "lr_factor": self.scaling.lr_factor,
+                "lr_scaling": self.scaling.lr_scaling, "batch_scaling": self.scaling.batch_scaling,
+                "warmup_steps": self.warmup_steps, "steps_per_epoch": self.steps_per_epoch, "run_steps": self.run_steps,
+            }
+        }
+
+
+def scaling_at(resolved: dict[str, Any], world_size: int, sources: SourceMap) -> tuple[Scaling | None, list[Diagnostic]]:
+    """The scaling `world_size` processes get, or a located error when the batch cannot be shared."""
+    try:
+        return scaling_for(resolved, replicas_for(resolved.get("runner") or {}, world_size)), []
+    except ScalingError as exc:
+        path: JsonPath = ("inputter", "batch_size")
+        return None, [Diagnostic.at(sources.locate(path), path, str(exc))]
+
+
+def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int, scaling: Scaling,
+                   steps_per_epoch: int, one_process_steps: int) -> tuple[ScalingReport, list[Diagnostic]]:
+    """The report, and warnings where the policy leaves the run too little warmup for its rate."""
+    runner = resolved.get("runner") or {}
+    base = float(resolved["modeler"]["optimizer"]["learning_rate"])
+    warmup = warmup_steps(resolved, steps_per_epoch)
+    run_steps = runner.get("max_iters") or (runner.get("max_epochs") or 0) * steps_per_epoch or None
+    report = ScalingReport(world_size, scaling, base, steps_per_epoch, warmup, run_steps)
+    found: list[Diagnostic] = []
+    if scaling.uneven():
+        path: JsonPath = ("inputter", "batch_size")
+        found.append(Diagnostic.at(sources.locate(path), path, (
+            f"the global batch {scaling.declared_batch_size} does not divide across {scaling.replicas} processes: "
+            f"each takes {scaling.batch_size}, {scaling.global_batch_size} in all; a multiple of {scaling.replicas} "
+            "keeps the batch of one process"), "warning"))
+    single = warmup_steps(resolved, one_process_steps)
+    if scaling.lr_factor > 1.0 and warmup < max(single, 1):
+        path = ("runner", "batch_scaling")
+        had = f"{single} steps on one process at {base:g}" if single else "no warmup on one process either"
+        found.append(Diagnostic.at(sources.locate(path, key=True), path, (
+            f"at {world_size} processes the learning rate is {base * scaling.lr_factor:g} ({scaling.lr_factor:g}x, "
+            f"runner.lr_scaling {scaling.lr_scaling}) with {f'a warmup of {warmup} steps' if warmup else 'no warmup'} "
+            f"({had}), and {steps_per_epoch} steps per epoch: a scaled rate needs a gradual warmup (Goyal et al.); "
+            "lengthen modeler.lr_schedule.warmup_epochs, or set runner.batch_scaling: none to train with the "
+            "global batch and rate of one process"), "warning"))
+    return report, found

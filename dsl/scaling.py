@@ -1,0 +1,123 @@
+"""How a pipeline's batch and learning rate follow the number of replicas it trains on.
+
+A pipeline must learn as well on N ranks as on one: that is the point of moving it. The
+default (`runner.batch_scaling: none`) keeps the **global** batch `inputter.batch_size`
+whatever the world size, as `tf.distribute` does: each of N replicas takes `batch_size / N`,
+the steps per epoch stay those of one process, and the learning rate needs no change. The
+run is then the one-process run with its batch computed in N pieces (batch normalisation
+aside, which sees the per-replica batch; `sync_batch_norm` when that batch is small).
+
+`runner.batch_scaling: linear` keeps `batch_size` per replica instead, so the global batch
+grows N-fold (faster epochs, 1/N of the steps). The learning rate then follows the growth
+`k` of the global batch (`runner.lr_scaling`): `linear` (x k, Goyal et al., for SGD with
+momentum, with a gradual warmup), `sqrt` (x sqrt(k), for adaptive optimizers such as Adam),
+`none`; `auto` picks linear or sqrt by the optimizer. Measured on the quickstart
+(docs/benchmarks.md, "Moving a pipeline to N ranks").
+
+`replicas` is the number of replicas whose batches one optimizer step combines: the ranks
+of an allreduce; 1 for an asynchronous parameter-server cluster, where each update is one
+worker's batch and nothing is scaled. Pure Python: `dslrun validate` uses it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dsl.errors import DslError
+
+# Optimizers whose step is normalised by gradient statistics: their rate grows with sqrt(k).
+ADAPTIVE_OPTIMIZERS = frozenset({"adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb"})
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """The batch and learning-rate factor of one replica at one world size."""
+
+    replicas: int  # replicas whose batches one optimizer step combines
+    declared_batch_size: int  # inputter.batch_size as written
+    batch_size: int  # this replica's batch
+    batch_scaling: str  # "none" (batch_size is global) or "linear" (per replica)
+    lr_scaling: str  # the rule in force: "none", "linear" or "sqrt" (auto resolved)
+    lr_factor: float  # multiplies modeler.optimizer.learning_rate
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch_size * self.replicas
+
+    @property
+    def growth(self) -> float:
+        """How much larger the global batch is than `inputter.batch_size` (k)."""
+        return self.global_batch_size / self.declared_batch_size
+
+    def uneven(self) -> bool:
+        """The global batch does not divide across the replicas: each takes the floor."""
+        return self.batch_scaling == "none" and self.global_batch_size != self.declared_batch_size
+
+    def describe(self, base_learning_rate: float | None = None) -> str:
+        """`global batch 64 = 2 x 32, learning rate 0.1 (x1, batch_scaling none)`."""
+        parts = [f"global batch {self.global_batch_size} = {self.replicas} x {self.batch_size}"]
+        if self.uneven():
+            parts[0] += f" (inputter.batch_size {self.declared_batch_size} does not divide by {self.replicas})"
+        rule = f"lr_scaling {self.lr_scaling}" if self.lr_scaling != "none" else f"batch_scaling {self.batch_scaling}"
+        factor = f"x{self.lr_factor:g}, {rule}"
+        if base_learning_rate is not None:
+            parts.append(f"learning rate {base_learning_rate * self.lr_factor:g} ({factor})")
+        else:
+            parts.append(f"learning rate {factor}")
+        return ", ".join(parts)
+
+
+class ScalingError(DslError):
+    """The batch cannot be shared by this many replicas."""
+
+
+def lr_rule(runner: dict[str, Any], optimizer: dict[str, Any] | None) -> str:
+    """`runner.lr_scaling` with `auto` resolved by the optimizer's type."""
+    rule = str(runner.get("lr_scaling", "auto"))
+    if rule != "auto":
+        return rule
+    kind = str((optimizer or {}).get("type", "momentum"))
+    return "sqrt" if kind in ADAPTIVE_OPTIMIZERS else "linear"
+
+
+def scaling_for(pipeline: dict[str, Any], replicas: int) -> Scaling:
+    """The batch each replica takes and the learning-rate factor, for `replicas` in one step."""
+    runner = pipeline.get("runner") or {}
+    declared = int(pipeline["inputter"]["batch_size"])
+    replicas = max(1, int(replicas))
+    batch_scaling = str(runner.get("batch_scaling", "none"))
+    if batch_scaling == "none":
+        batch = declared // replicas
+        if batch < 1:
+            raise ScalingError(
+                f"inputter.batch_size {declared} is the global batch (runner.batch_scaling: none), and "
+                f"{replicas} replicas cannot share it: at least one example each; raise inputter.batch_size "
+                f"to {replicas} or more, or set runner.batch_scaling: linear (batch_size per replica)"
+            )
+    else:
+        batch = declared
+    growth = batch * replicas / declared
+    rule = lr_rule(runner, (pipeline.get("modeler") or {}).get("optimizer"))
+    if growth <= 1.0 + 1e-9:
+        # The global batch does not grow (or shrinks by a rounding remainder): the rate stays.
+        return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0)
+    factor = {"linear": growth, "sqrt": math.sqrt(growth)}.get(rule, 1.0)
+    return Scaling(replicas, declared, batch, batch_scaling, rule, factor)
+
+
+def replicas_for(runner: dict[str, Any], world_size: int) -> int:
+    """The replicas one step combines when `world_size` processes train the pipeline (for
+    `dslrun validate --data --world-size`, before any backend exists): all of them, except
+    in an asynchronous parameter-server cluster, where each update is one worker's batch."""
+    asynchronous = runner.get("backend") == "ps" and (runner.get("ps") or {}).get("mode", "cluster") == "cluster"
+    return 1 if asynchronous else world_size
+
+
+def warmup_steps(pipeline: dict[str, Any], steps_per_epoch: int | None) -> int:
+    """The schedule's warmup in steps, as dsl.modelers._schedules converts it (at least one step)."""
+    epochs = float(((pipeline.get("modeler") or {}).get("lr_schedule") or {}).get("warmup_epochs") or 0)
+    if not epochs or not steps_per_epoch:
+        return 0
+    return max(1, round(epochs * steps_per_epoch))

@@ -1,0 +1,61 @@
+"""dsl/scaling.py: what inputter.batch_size and the learning rate become on N replicas (no TensorFlow)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from dsl.errors import DslError
+from dsl.scaling import scaling_for
+
+
+def pipeline(batch: int = 64, optimizer: str = "momentum", **runner: Any) -> dict[str, Any]:
+    return {"inputter": {"batch_size": batch}, "modeler": {"optimizer": {"type": optimizer}}, "runner": runner}
+
+
+def test_default_keeps_the_global_batch_and_the_rate() -> None:
+    """Two ranks split the 64 of one process: 32 each, the same rate, the same run."""
+    for replicas, per_rank in ((1, 64), (2, 32), (4, 16), (8, 8)):
+        scaling = scaling_for(pipeline(), replicas)
+        assert (scaling.batch_size, scaling.global_batch_size, scaling.lr_factor) == (per_rank, 64, 1.0)
+        assert scaling.lr_scaling == "none" and not scaling.uneven()
+
+
+def test_a_global_batch_that_does_not_divide_is_floored_and_said() -> None:
+    scaling = scaling_for(pipeline(batch=64), 3)
+    assert (scaling.batch_size, scaling.global_batch_size, scaling.lr_factor) == (21, 63, 1.0)
+    assert scaling.uneven()
+    assert "does not divide by 3" in scaling.describe(0.1)
+
+
+def test_more_replicas_than_examples_in_the_global_batch_is_an_error_naming_the_fix() -> None:
+    with pytest.raises(DslError, match=r"inputter.batch_size 2 .* 4 replicas .*batch_scaling: linear"):
+        scaling_for(pipeline(batch=2), 4)
+
+
+@pytest.mark.parametrize(("optimizer", "rule", "factor"), [
+    ("momentum", "linear", 4.0), ("sgd", "linear", 4.0), ("nesterov", "linear", 4.0),
+    ("adam", "sqrt", 2.0), ("adamw", "sqrt", 2.0), ("rmsprop", "sqrt", 2.0),
+])
+def test_a_per_rank_batch_scales_the_rate_by_the_optimizer(optimizer: str, rule: str, factor: float) -> None:
+    """lr_scaling auto: linear for SGD (Goyal et al.), sqrt for adaptive optimizers."""
+    scaling = scaling_for(pipeline(optimizer=optimizer, batch_scaling="linear"), 4)
+    assert (scaling.batch_size, scaling.global_batch_size) == (64, 256)
+    assert (scaling.lr_scaling, scaling.lr_factor) == (rule, factor)
+    assert f"learning rate {0.1 * factor:g} (x{factor:g}, lr_scaling {rule})" in scaling.describe(0.1)
+
+
+def test_explicit_lr_scaling_follows_the_growth_of_the_global_batch() -> None:
+    assert scaling_for(pipeline(batch_scaling="linear", lr_scaling="sqrt"), 2).lr_factor == pytest.approx(math.sqrt(2))
+    assert scaling_for(pipeline(batch_scaling="linear", lr_scaling="none"), 2).lr_factor == 1.0
+    assert scaling_for(pipeline(optimizer="adam", batch_scaling="linear", lr_scaling="linear"), 2).lr_factor == 2.0
+    # The global batch does not grow: an explicit rule has nothing to scale.
+    assert scaling_for(pipeline(lr_scaling="linear"), 2).lr_factor == 1.0
+
+
+def test_one_replica_is_never_scaled() -> None:
+    for runner in ({}, {"batch_scaling": "linear"}, {"batch_scaling": "linear", "lr_scaling": "linear"}):
+        scaling = scaling_for(pipeline(**runner), 1)
+        assert (scaling.batch_size, scaling.lr_factor) == (64, 1.0)
