@@ -9,7 +9,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 HOROVOD_VERSION := 0.28.1
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-validate schema docs lint clean
+.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate schema docs lint clean
 
 install: $(STAMP)
 
@@ -102,6 +102,11 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python bench/run.py --quick
+
+# Every shipped pipeline at 1, 2 and 4 ranks (horovodrun, collective; ps workers): the val metric
+# each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
+bench-quality: install
+	$(BIN)/python bench/quality.py --write-docs
 
 # Regenerate the committed files that come from the component registry.
 schema: install

@@ -141,7 +141,7 @@ def _check_world(runner: ElasticRunner, settings: dict[str, Any], resets: int) -
     low, high = settings["min_workers"], settings["max_workers"]
     if resets:
         runner.notice(f"elastic: the ranks changed; continuing from the commit at step {runner.step} "
-                      f"with {size} rank(s)")
+                      f"with {size} rank(s): {runner.scaling.describe()}, {runner.steps_per_epoch} steps per epoch")
     else:
         runner.notice(f"elastic: training with {size} rank(s), committing every {settings['commit_every_n_steps']} steps")
     if size < low or (high is not None and size > high):

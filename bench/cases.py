@@ -179,6 +179,7 @@ runner:
   max_iters: {iters}
   intra_op_threads: {threads}
   inter_op_threads: {inter}
+  batch_scaling: linear  # --batch is per process, as in the hand-written Horovod loop
   lr_scaling: none
   precision: {precision}
   horovod: {{sync_batch_norm: {sync_bn}, compression: {compression}, fusion_threshold_mb: {fusion}}}

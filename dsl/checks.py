@@ -330,6 +330,26 @@ def check_collective(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
     return found
 
 
+def check_lr_scaling(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """runner.lr_scaling follows the growth of the global batch, which batch_scaling none never grows.
+
+    A pipeline written when `batch_size` was per rank and the rate scaled with the ranks
+    (`lr_scaling: linear`) now trains with the global batch of one process: say so at the line.
+    """
+    runner = pipeline.get("runner", {})
+    rule = runner.get("lr_scaling")
+    if rule not in ("linear", "sqrt") or runner.get("batch_scaling", "none") != "none":
+        return []
+    path: JsonPath = ("runner", "lr_scaling")
+    return [Diagnostic.at(
+        sources.locate(path), path,
+        f"lr_scaling {rule} has no effect with runner.batch_scaling: none (the default): inputter.batch_size is the "
+        "global batch the ranks share, so the rate of one process is kept at every size; set runner.batch_scaling: "
+        "linear for a batch per rank and a scaled rate, or remove lr_scaling",
+        "warning",
+    )]
+
+
 def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """modeler.top_k below the number of classes: top-k of k classes or more is always 1."""
     modeler = pipeline.get("modeler", {})
@@ -366,6 +386,7 @@ CHECKS: list[Check] = [
     check_precision,
     check_sync_batch_norm,
     check_collective,
+    check_lr_scaling,
     check_ps_cluster_cache,
     check_top_k,
     check_phase_outputs,

@@ -71,10 +71,11 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
     },
     "divergence": {
         "description": (
-            "Stop (or warn about) a run whose train loss explodes early: NaN or infinite, or more "
-            "than `factor` times its first value, within the first `epochs` epochs (the first "
-            "`epochs` x steps per epoch steps of an iteration-based run). The message names the "
-            "learning rate in force, the warmup and the settings to change."
+            "Stop (or warn about) a run whose train loss explodes: NaN or infinite, or more than "
+            "`factor` times its first value (and more than `factor` itself, so a run that starts "
+            "near zero, fine-tuning say, is not stopped by noise), within the first `epochs` "
+            "epochs or the whole run. The message names the learning rate in force, how it was "
+            "scaled, the warmup and the settings to change."
         ),
         "type": "object",
         "additionalProperties": False,
@@ -92,10 +93,10 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
                 "default": 10.0,
             },
             "epochs": {
-                "description": "How long the check runs, in epochs from the start of the run (may be fractional).",
-                "type": "number",
+                "description": "How long the check runs, in epochs from the start of the run (may be fractional); null: the whole run.",
+                "type": ["number", "null"],
                 "exclusiveMinimum": 0,
-                "default": 1.0,
+                "default": None,
             },
         },
         "default": {},

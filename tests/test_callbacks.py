@@ -759,3 +759,14 @@ def test_divergence_reference_survives_a_restart(tmp_path):
     runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=2)
     runner.run([resumed], sequence("loss", [25.0, 1.0]))
     assert runner.failed and "25 at step 1 is 12x its first value 2" in runner.stop_reason
+
+
+def test_divergence_watches_the_whole_run_and_a_small_first_loss_is_no_hair_trigger(tmp_path):
+    """A run that starts trained (fine-tuning: first loss 0.05) may see 0.6 later: noise, not a
+    divergence (the bar is never below the factor); the whole run is watched by default."""
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=2)
+    runner.run([guard()], sequence("loss", [0.05, 0.6, 0.3, 0.2, 0.1, 0.1]))
+    assert not runner.failed
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=2)
+    runner.run([guard()], sequence("loss", [2.3, 2.0, 1.5, 1.0, 281.0, 1.0]))
+    assert runner.failed and runner.step == 5 and "281 at step 5" in runner.stop_reason

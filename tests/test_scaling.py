@@ -59,3 +59,24 @@ def test_one_replica_is_never_scaled() -> None:
     for runner in ({}, {"batch_scaling": "linear"}, {"batch_scaling": "linear", "lr_scaling": "linear"}):
         scaling = scaling_for(pipeline(**runner), 1)
         assert (scaling.batch_size, scaling.lr_factor) == (64, 1.0)
+
+
+def test_validate_warns_at_an_lr_scaling_the_global_batch_makes_void(tmp_path) -> None:
+    """A pipeline written for a per-rank batch (lr_scaling: linear) is told what the default does now."""
+    from click.testing import CliRunner
+
+    from dsl.cli import main
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "version: 1\nname: p\ninputter: {type: synthetic, num_classes: 3, batch_size: 8}\n"
+        "network: {type: mlp, hidden_units: [4]}\nmodeler: {type: image_classification}\n"
+        "runner:\n  max_epochs: 1\n  lr_scaling: linear\n"
+    )
+    result = CliRunner().invoke(main, ["validate", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (f"{path}:8:15: warning: runner.lr_scaling: lr_scaling linear has no effect with runner.batch_scaling: "
+            "none (the default)") in result.stdout
+    result = CliRunner().invoke(main, ["validate", str(path), "--set", "runner.batch_scaling=linear"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0 and "warning" not in result.stdout

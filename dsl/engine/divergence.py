@@ -1,10 +1,12 @@
-"""Stopping a run whose loss explodes early, with the likely cause named (`runner.divergence`).
+"""Stopping a run whose loss explodes, with the likely cause named (`runner.divergence`).
 
 A learning rate too high for the batch — most often one scaled up for more ranks, or a
-warmup too short for it — does not crash: the loss explodes in the first steps, the weights
-end up anywhere and the run finishes at chance with exit 0. The guard watches the train loss
-of the first `epochs` epochs: NaN or infinite, or more than `factor` times the first call's
-loss, is a divergence. It then fails the run before any callback checkpoints that state
+warmup too short for it — does not crash: the loss explodes, the weights end up anywhere
+and the run finishes at chance with exit 0. The guard watches the train loss of the whole
+run (or its first `epochs` epochs): NaN or infinite, or more than `factor` times the first
+call's loss, is a divergence. The bar is never below `factor` itself: a run that starts
+with a small loss (fine-tuning a trained model) would otherwise be stopped by the noise of
+a few batches. It then fails the run before any callback checkpoints that state
 (priority HIGHEST, ahead of the pipeline's own callbacks) or, with `action: warn`, says so
 once. The message gives the rate in force, how it was scaled and the warmup, and the
 settings to change. Its reference (the first loss) is saved with the checkpoint, so a
@@ -14,6 +16,7 @@ resumed run compares against the same number.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from dsl.callbacks.base import Callback
@@ -29,7 +32,8 @@ class DivergenceGuard(Callback):
         super().__init__({"type": "runner.divergence"})
         self.action = str(settings.get("action", "stop"))
         self.factor = float(settings.get("factor", 10.0))
-        self.epochs = float(settings.get("epochs", 1.0))
+        epochs = settings.get("epochs")
+        self.epochs = float(epochs) if epochs is not None else None
         self.reference: float | None = None  # the first train call's loss
         self.warned = False
         self._call_start = 0  # the step at which the last train call started
@@ -43,21 +47,26 @@ class DivergenceGuard(Callback):
         if self.reference is None and math.isfinite(loss):
             self.reference = loss
             return
-        if math.isfinite(loss) and (self.reference is None or loss <= self.factor * max(self.reference, 1e-12)):
+        if math.isfinite(loss) and loss <= self.factor * max(self.reference or 0.0, 1.0):
             return
         message = f"{self._what(loss, runner.step)}; {diagnosis(runner)}"
         if self.action == "warn":
             self.warned = True
             runner.notice(f"warning: {message} (runner.divergence.action: warn, the run goes on)")
         else:
-            runner.fail(f"{message} (runner.divergence.action: warn or off to go on regardless)")
+            reason = f"{message} (runner.divergence.action: warn or off to go on regardless)"
+            if not runner.placement.is_chief:
+                # The chief prints why the run failed; when another rank diverged first it
+                # knows only that one did, so that rank says why itself.
+                print(f"dslrun: rank {runner.placement.rank}: failed: {reason}", file=sys.stderr, flush=True)
+            runner.fail(reason)
 
     def before_train_iter(self, runner: RunnerView) -> None:
         self._call_start = runner.step
 
     def _watching(self, runner: RunnerView) -> bool:
         """Whether the call that just ran started inside the first `epochs` epochs of the run."""
-        if not runner.steps_per_epoch:
+        if self.epochs is None or not runner.steps_per_epoch:
             return True
         return self._call_start < self.epochs * runner.steps_per_epoch
 

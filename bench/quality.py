@@ -1,0 +1,146 @@
+"""`make bench-quality`: every shipped pipeline at 1, 2 and 4 ranks, the val metric it ends with.
+
+Distributed training must not give a worse model than one process. Each shipped file is
+trained as a user starts it — `dslrun FILE`, `horovodrun -np N --gloo dslrun FILE`,
+`dslrun launch --backend collective --workers N FILE` (a `backend: ps` file: `dslrun launch
+--backend ps --workers N --ps 1`) — on data generated here, for the same epochs (or
+iterations) at every size; only what the table says is `--set`. 4 ranks on 2 cores are
+oversubscribed: this measures quality, not speed. Results: bench-results/quality-<time>.json
+and a Markdown table; `--write-docs` puts it in docs/benchmarks.md between its markers.
+
+    python bench/quality.py [--pipelines quickstart.yaml,...] [--ranks 1,2,4] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "3",
+       "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+DOCS = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
+
+# pipeline -> (data set, settings): the shipped file's own length unless it is too long for here.
+PIPELINES: dict[str, tuple[str, list[str]]] = {
+    "quickstart.yaml": ("images", []),
+    "cifar10.yaml": ("images", ["runner.max_epochs=5"]),
+    "cifar10_ps.yaml": ("images", ["runner.max_epochs=5"]),
+    "cnn_iters.yaml": ("images", ["runner.max_iters=300", "runner.workflow=[[train, 100], [val, 1]]"]),
+    "mlp_folder.yaml": ("folder", []),
+    "segmentation.yaml": ("shapes", []),
+    "text_classification.yaml": ("reviews", []),
+}
+
+
+def generate(root: Path) -> dict[str, Path]:
+    """The data each pipeline reads, with `dslrun data`'s defaults (the sets the README names)."""
+    images, small, shapes, reviews = root / "images", root / "small", root / "shapes", root / "reviews"
+    for command in (["synthetic", "--out", str(images)], ["synthetic", "--out", str(small), "--image-size", "16"],
+                    ["synthetic-segmentation", "--out", str(shapes)], ["synthetic-text", "--out", str(reviews)]):
+        subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=ENV, capture_output=True)
+    folder = root / "folder"
+    for mode, listing in (("train", "train.csv"), ("val", "eval.csv")):
+        for line in (small / listing).read_text().splitlines()[1:]:
+            path, label = line.rsplit(",", 1)
+            target = folder / mode / f"class_{int(label):02d}" / Path(path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(small / path)
+    return {"images": images, "folder": folder, "shapes": shapes, "reviews": reviews}
+
+
+def launcher(name: str, ranks: int, kind: str) -> list[str]:
+    if kind == "ps":
+        return ["dslrun", "launch", "--backend", "ps", "--workers", str(ranks), "--ps", "1"]
+    if ranks == 1:
+        return ["dslrun"]
+    if kind == "horovod":
+        return ["horovodrun", "-np", str(ranks), "--gloo", "dslrun"]
+    return ["dslrun", "launch", "--backend", "collective", "--workers", str(ranks)]
+
+
+def train(name: str, ranks: int, kind: str, data: Path, run_dir: Path) -> dict:
+    """One run to its end; its final val record (or why it failed)."""
+    sets = [*PIPELINES[name][1], f"runner.model_dir={run_dir}"]
+    command = [*launcher(name, ranks, kind), str(ROOT / "pipelines" / name),
+               *[arg for setting in sets for arg in ("--set", setting)]]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, env={**ENV, "DATA_DIR": str(data),
+                            "CIFAR10_DIR": str(data)}, timeout=3600, start_new_session=True)
+    seconds = round(time.monotonic() - started, 1)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
+        return {"ok": False, "seconds": seconds, "error": " | ".join(tail)}
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    val = [r for r in records if r["mode"] == "val"][-1]
+    metric = "mean_iou" if "mean_iou" in val else "accuracy"
+    return {"ok": True, "seconds": seconds, "metric": metric, "value": val[metric], "step": val["step"]}
+
+
+def table(results: list[dict]) -> str:
+    """One row per pipeline: its metric at each launcher and size, the largest gap to one process."""
+    columns = sorted({(r["kind"], r["ranks"]) for r in results if r["ranks"] > 1},
+                     key=lambda c: (c[0] != "horovod", c[0] != "collective", c[1]))
+    header = "| pipeline (metric) | 1 process | " + " | ".join(f"{k} x {n}" for k, n in columns) + " | largest gap |"
+    lines = [header, "|" + "---|" * (len(columns) + 3)]
+    for name in PIPELINES:
+        rows = [r for r in results if r["pipeline"] == name]
+        if not rows:
+            continue
+        one = next((r for r in rows if r["ranks"] == 1), None)
+        metric = next((r["metric"] for r in rows if r.get("ok")), "?")
+
+        def cell(row: dict | None) -> str:
+            if row is None:
+                return "—"
+            return f"{row['value']:.3f}" if row.get("ok") else "failed"
+
+        cells = [cell(next((r for r in rows if (r["kind"], r["ranks"]) == c), None)) for c in columns]
+        gaps = [abs(r["value"] - one["value"]) for r in rows if one and one.get("ok") and r.get("ok") and r is not one]
+        gap = f"{max(gaps):.3f}" if gaps else "—"
+        lines.append(f"| {name} ({metric}) | {cell(one)} | " + " | ".join(cells) + f" | {gap} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipelines", default=",".join(PIPELINES))
+    parser.add_argument("--ranks", default="1,2,4")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    ranks = [int(n) for n in args.ranks.split(",")]
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="dslrun-quality-") as scratch:
+        data = generate(Path(scratch) / "data")
+        for name in args.pipelines.split(","):
+            ps = "backend: ps" in (ROOT / "pipelines" / name).read_text()
+            plan = [("ps", n) for n in ranks] if ps else \
+                [("local", 1)] * (1 in ranks) + [(kind, n) for kind in ("horovod", "collective") for n in ranks if n > 1]
+            for kind, n in plan:
+                run_dir = Path(scratch) / "runs" / f"{name}-{kind}-{n}"
+                outcome = train(name, n, kind, data[PIPELINES[name][0]], run_dir)
+                shutil.rmtree(run_dir, ignore_errors=True)
+                results.append({"pipeline": name, "kind": kind, "ranks": n, **outcome})
+                print(json.dumps(results[-1]), flush=True)
+    out = ROOT / "bench-results" / f"quality-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    text = table(results)
+    print(text)
+    if args.write_docs:
+        document = DOCS.read_text()
+        start, stop = document.index(BEGIN) + len(BEGIN), document.index(END)
+        DOCS.write_text(document[:start] + "\n" + text + "\n" + document[stop:])
+
+
+if __name__ == "__main__":
+    main()
