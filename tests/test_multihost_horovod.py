@@ -44,9 +44,11 @@ SMALL_NETWORK = "network={type: simple_cnn, filters: [8, 16], dense_units: 32, b
 
 
 def shrunk(data: Path, run: Path, epochs: int = 1, *more: str) -> list[str]:
-    """dslrun's arguments: the shipped pipeline, made tiny with --set (4 steps per epoch at 4 ranks)."""
+    """dslrun's arguments: the shipped pipeline, made tiny with --set (4 steps per epoch at 4 ranks:
+    a batch of 16 per rank, runner.batch_scaling: linear)."""
     settings = [f"inputter.train={data}/train.csv", f"inputter.val={data}/eval.csv", "inputter.num_classes=4",
-                "inputter.batch_size=16", f"runner.max_epochs={epochs}", f"runner.model_dir={run}", *more]
+                "inputter.batch_size=16", "runner.batch_scaling=linear", f"runner.max_epochs={epochs}",
+                f"runner.model_dir={run}", *more]
     return [str(PIPELINE), *(arg for setting in settings for arg in ("--set", setting))]
 
 
@@ -204,7 +206,7 @@ def test_four_ranks_on_two_hosts_train_the_quickstart(test_hosts: TestHosts, job
     assert code == 0, output[-4000:]
     assert started.ranks == {"hosta": {0, 1}, "hostb": {2, 3}}, started.ranks
     assert re.search(r"<stderr>:dslrun: weights digest \w+ identical on all 4 ranks", output), output[-4000:]
-    assert output.count(f"pipeline {NAME}:") == 1 and "4 replicas" in output
+    assert output.count(f"pipeline {NAME}:") == 1 and "global batch 64 = 4 x 16" in output
     # Rank 0 alone wrote the run directory, on storage every host shares.
     assert [p.relative_to(run) for p in run.rglob("pipeline.yaml")] == [Path("pipeline.yaml")]
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -43,6 +43,7 @@ runner:
   model_dir: {run}
   workflow: [[train, 1]]
   max_epochs: 2
+  batch_scaling: linear
 """
 
 

@@ -86,6 +86,10 @@ def parallelism(value: str | int) -> int:
     return AUTOTUNE if value == "autotune" else int(value)
 
 
+
+# Added to the seed per shard (times its index): every rank shuffles its shard its own way.
+SHARD_SEED_STRIDE = 1_000_003
+
 class BaseInputter:
     """The shared `dataset()`; subclasses say what a raw example is and how to decode it.
 
@@ -125,10 +129,10 @@ class BaseInputter:
         calls = parallelism(self.params["num_parallel_calls"])
         if self.params["cache"]:
             data = self._cached_decoded(mode, num_shards, shard_index)
-            data = self._shuffled(data, mode, num_shards, seed)
+            data = self._shuffled(data, mode, num_shards, seed, shard_index)
         else:
             data = self._raw(mode).shard(num_shards, shard_index)
-            data = self._shuffled(data, mode, num_shards, seed)
+            data = self._shuffled(data, mode, num_shards, seed, shard_index)
             data = data.map(self._decode, num_parallel_calls=calls)
             data = self._skipping_corrupt(data, mode, num_shards, shard_index)
         return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls, batch_size)
@@ -189,12 +193,23 @@ class BaseInputter:
         if not self.has_source(mode):
             raise DslError(f"the inputter has no {mode} data; set inputter.{mode}")
 
-    def _shuffled(self, data: tf.data.Dataset, mode: str, num_shards: int, seed: int | tf.Tensor | None) -> tf.data.Dataset:
+    def _shuffled(self, data: tf.data.Dataset, mode: str, num_shards: int, seed: int | tf.Tensor | None,
+                  shard_index: int | tf.Tensor = 0) -> tf.data.Dataset:
+        """This rank's shard in an order of its own.
+
+        Each shard is shuffled with its own seed (`seed` on the first, one process's order
+        unchanged): with one seed for all, every rank put the same positions of its shard
+        into a step, and since a shard holds every N-th example of a listing, a step's global
+        batch held N neighbours of the listing at each position — of one class where the
+        listing is sorted by class (an image folder): a 4-rank MLP learned 3x slower.
+        """
         buffer = self.params["shuffle_buffer"]
         if mode != "train" or buffer == 0:
             return data
         # A buffer larger than this rank's share only costs memory.
         buffer = min(buffer, max(1, -(-self.num_examples(mode) // num_shards)))
+        if seed is not None:
+            seed = seed + shard_index * SHARD_SEED_STRIDE
         return data.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
 
     def _skipping_corrupt(self, data: tf.data.Dataset, mode: str, num_shards: int, shard_index: int) -> tf.data.Dataset:

@@ -126,7 +126,7 @@ class SyntheticInputter(CountedInputter):
         self._check_mode(mode)
         offset, size = self._offsets[mode], self._sizes[mode]
         numbers = self._shuffled(tf.data.Dataset.range(self.counts[mode]).shard(num_shards, shard_index),
-                                 mode, num_shards, seed)
+                                 mode, num_shards, seed, shard_index)
         data = numbers.batch(batch_size or self.params["batch_size"], drop_remainder=mode == "train" and self.params["drop_remainder"])
         data = data.map(lambda batch: self._decode(offset + batch % size))
         prefetch = parallelism(self.params["prefetch"])

@@ -116,7 +116,7 @@ class TextInputter(BaseInputter):
         """Batches of (token ids int32 (B, sequence_length), labels int32 (B,)) for `mode`."""
         self._check_mode(mode)
         data = tf.data.Dataset.from_tensor_slices(self.arrays[mode]).shard(num_shards, shard_index)
-        data = self._shuffled(data, mode, num_shards, seed)
+        data = self._shuffled(data, mode, num_shards, seed, shard_index)
         return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)
 
     def serving_inputs(self) -> list[Any]:
