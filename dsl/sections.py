@@ -73,8 +73,8 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         "description": (
             "Stop (or warn about) a run whose train loss explodes: NaN or infinite, or more than "
             "`factor` times its first value (and more than `factor` itself, so a run that starts "
-            "near zero, fine-tuning say, is not stopped by noise), within the first `epochs` "
-            "epochs or the whole run. The message names the learning rate in force, how it was "
+            "near zero, fine-tuning say, is not stopped by noise) for `patience` train calls in a "
+            "row, within the first `epochs` epochs or the whole run. The message names the learning rate in force, how it was "
             "scaled, the warmup and the settings to change."
         ),
         "type": "object",
@@ -91,6 +91,16 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
                 "type": "number",
                 "exclusiveMinimum": 1,
                 "default": 10.0,
+            },
+            "patience": {
+                "description": (
+                    "Train calls in a row above the bar before the loss counts as exploded: a loss "
+                    "that spikes in the first steps and comes back (batch norm at a high rate without "
+                    "warmup) is a transient. NaN or infinite counts at once."
+                ),
+                "type": "integer",
+                "minimum": 1,
+                "default": 3,
             },
             "epochs": {
                 "description": "How long the check runs, in epochs from the start of the run (may be fractional); null: the whole run.",

@@ -108,7 +108,7 @@ def test_two_ranks_train_to_the_end_and_rank0_writes_once(tmp_path: Path, data: 
     assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == ["ckpt-16.index", "ckpt-8.index"]
     # One header line: only rank 0 ran the printing callbacks.
     assert result.stdout.count("pipeline hvd:") == 1
-    assert "2 replicas" in result.stdout
+    assert "global batch 32 = 2 x 16, learning rate 0.1 (x2, lr_scaling linear)" in result.stdout
 
 
 def test_mixed_float16_on_two_ranks_keeps_them_identical(tmp_path: Path, data: Path) -> None:

@@ -82,11 +82,12 @@ def _synthetic(out: Path, image_size: int) -> Path:
     return out
 
 
-def run(launcher: str, name: str, data: dict[str, Path], run_dir: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+def run(launcher: str, name: str, data: dict[str, Path], run_dir: Path, *more: str,
+        timeout: int = 300) -> subprocess.CompletedProcess:
     """`LAUNCHER pipelines/NAME --set ...` as a user types it, in its own process group."""
     kind = SHRINK[name][0]
     env = {**MULTIRANK_ENV, "DATA_DIR": str(data[kind]), "CIFAR10_DIR": str(data[kind])}
-    command = [*LAUNCHERS[launcher], str(PIPELINES / name), *shrunk(name, run_dir)]
+    command = [*LAUNCHERS[launcher], str(PIPELINES / name), *shrunk(name, run_dir, *more)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                start_new_session=True)
     try:
@@ -97,9 +98,9 @@ def run(launcher: str, name: str, data: dict[str, Path], run_dir: Path, timeout:
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-def shrunk(name: str, run_dir: Path) -> list[str]:
+def shrunk(name: str, run_dir: Path, *more: str) -> list[str]:
     """The `--set` arguments that make pipeline NAME test-sized and put its run in `run_dir`."""
-    return [arg for setting in [*SHRINK[name][1], f"runner.model_dir={run_dir}"] for arg in ("--set", setting)]
+    return [arg for setting in [*SHRINK[name][1], f"runner.model_dir={run_dir}", *more] for arg in ("--set", setting)]
 
 def last_val(run_dir: Path) -> dict:
     """The run's last val record: a finite loss and its task's score (accuracy, or mean IoU) in [0, 1]."""
@@ -141,11 +142,20 @@ def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path
     last_val(tmp_path / "run")
 
 
+# Asynchronous updates from two workers make cnn_iters' nesterov 0.05 at batch 16, without
+# warmup, explode in these 8 steps (train loss 3.2 -> 33 -> 53, val accuracy 0.01; one process:
+# 3.2 -> 25 -> 4.6). runner.divergence stops that run by default; here the launcher is what is
+# tested, so it only warns. docs/benchmarks.md, "Moving a pipeline to N ranks", has the quality
+# of asynchronous training.
+PS_DIVERGES = {"cnn_iters.yaml"}
+
+
 @pytest.mark.parametrize("name", sorted(SHRINK))
 def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Path) -> None:
-    run("ps", name, data, tmp_path / "run")
+    result = run("ps", name, data, tmp_path / "run", *(["runner.divergence.action=warn"] if name in PS_DIVERGES else []))
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
     last_val(tmp_path / "run")
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_two_ranks_validate_as_one_process_does_on_the_same_weights(data: dict[str, Path], tmp_path: Path) -> None:

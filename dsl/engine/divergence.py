@@ -4,9 +4,11 @@ A learning rate too high for the batch — most often one scaled up for more ran
 warmup too short for it — does not crash: the loss explodes, the weights end up anywhere
 and the run finishes at chance with exit 0. The guard watches the train loss of the whole
 run (or its first `epochs` epochs): NaN or infinite, or more than `factor` times the first
-call's loss, is a divergence. The bar is never below `factor` itself: a run that starts
-with a small loss (fine-tuning a trained model) would otherwise be stopped by the noise of
-a few batches. It then fails the run before any callback checkpoints that state
+call's loss for `patience` train calls in a row, is a divergence. The bar is never below
+`factor` itself: a run that starts with a small loss (fine-tuning a trained model) would
+otherwise be stopped by the noise of a few batches; and one call above it is not enough: a
+batch-norm network at a high rate without warmup can spike 8x in its first steps and
+recover (the shipped cnn_iters at batch 16). It then fails the run before any callback checkpoints that state
 (priority HIGHEST, ahead of the pipeline's own callbacks) or, with `action: warn`, says so
 once. The message gives the rate in force, how it was scaled and the warmup, and the
 settings to change. Its reference (the first loss) is saved with the checkpoint, so a
@@ -32,6 +34,8 @@ class DivergenceGuard(Callback):
         super().__init__({"type": "runner.divergence"})
         self.action = str(settings.get("action", "stop"))
         self.factor = float(settings.get("factor", 10.0))
+        self.patience = int(settings.get("patience", 3))
+        self.above = 0  # train calls in a row above the bar
         epochs = settings.get("epochs")
         self.epochs = float(epochs) if epochs is not None else None
         self.reference: float | None = None  # the first train call's loss
@@ -47,8 +51,10 @@ class DivergenceGuard(Callback):
         if self.reference is None and math.isfinite(loss):
             self.reference = loss
             return
-        if math.isfinite(loss) and loss <= self.factor * max(self.reference or 0.0, 1.0):
-            return
+        if math.isfinite(loss):
+            self.above = self.above + 1 if loss > self.factor * max(self.reference or 0.0, 1.0) else 0
+            if self.above < self.patience:
+                return
         message = f"{self._what(loss, runner.step)}; {diagnosis(runner)}"
         if self.action == "warn":
             self.warned = True
