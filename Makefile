@@ -15,7 +15,7 @@ HOROVOD_PATCH   := build/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-validate schema docs lint clean
+.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-validate bench-stacks schema docs lint clean
 
 install: $(STAMP)
 
@@ -121,6 +121,11 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python bench/run.py --quick
+
+# This stack against another venv's (e.g. an older checkout's): make bench-stacks OLD=/path/to/.venv/bin/python
+bench-stacks: install
+	@test -n "$(OLD)" || { echo "make: bench-stacks needs OLD=/path/to/other/.venv/bin/python"; exit 1; }
+	$(BIN)/python bench/stacks.py --old $(OLD) --new $(BIN)/python
 
 # Regenerate the committed files that come from the component registry.
 schema: install
