@@ -1,5 +1,5 @@
 # dslrun — set-up and everyday commands. Everything installs into .venv, nothing by hand.
-# PYTHON: the interpreter for the venv; empty = the newest runnable 3.13 / 3.12 / 3.11 (build/find-python).
+# PYTHON: the interpreter for the venv; empty = the newest runnable 3.13 / 3.12 / 3.11 (tools/find-python).
 PYTHON ?=
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -11,7 +11,7 @@ export TF_USE_LEGACY_KERAS ?= 1
 
 HOROVOD_VERSION := 0.28.1
 # The one change dslrun makes to Horovod's source before building it (see the file's header).
-HOROVOD_PATCH   := build/horovod-$(HOROVOD_VERSION)-tf2.21.patch
+HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
@@ -20,7 +20,7 @@ MPI4PY_VERSION  := 4.1.2
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@python="$(PYTHON)"; [ -n "$$python" ] || python=$$(sh build/find-python) || { \
+	@python="$(PYTHON)"; [ -n "$$python" ] || python=$$(sh tools/find-python) || { \
 	  echo "make: no Python 3.11, 3.12 or 3.13 that runs was found; install one (e.g. sudo apt-get install python3 python3-venv python3-dev" \
 	       "on Debian 12+/Ubuntu 24.04, or pyenv install 3.13) or run make PYTHON=/path/to/python3.13"; exit 1; }; \
 	  test -x $(BIN)/python || { echo "make: creating $(VENV) with $$python"; "$$python" -m venv $(VENV); }

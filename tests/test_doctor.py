@@ -17,7 +17,7 @@ def test_doctor_reports_this_stack() -> None:
     assert facts["horovod"]["controllers"] == {"MPI": True, "Gloo": True}
     # built by make install against the TensorFlow it runs with, with the project's patch
     assert facts["horovod"]["build"]["tensorflow"] == facts["tensorflow"]
-    assert facts["horovod"]["build"]["patch"] == "build/horovod-0.28.1-tf2.21.patch"
+    assert facts["horovod"]["build"]["patch"] == "tools/horovod-0.28.1-tf2.21.patch"
     assert facts["horovod"]["frameworks"]["TensorFlow"] is True
     assert "Open MPI" in facts["mpi"] and facts["mpi4py"]
     assert facts["problems"] == []

@@ -4,7 +4,7 @@ Reports TensorFlow, Keras, Horovod (frameworks, controllers, tensor operations â
 `horovodrun --check-build` shows), the MPI implementation, mpi4py, GPUs, and which backends
 (local, horovod, collective, ps) can run here and why not, and how Horovod was built
 (`make install` builds 0.28.1 from source against the venv's TensorFlow, with
-build/horovod-0.28.1-tf2.21.patch). Exits 1 when the stack cannot train: no TensorFlow,
+tools/horovod-0.28.1-tf2.21.patch). Exits 1 when the stack cannot train: no TensorFlow,
 TensorFlow older than 2.16, or a tf.keras that is not Keras 2 (tf_keras) of the same release.
 
 `dslrun doctor --hosts hostA,hostB [PIPELINE]` checks the hosts of a job instead, over ssh
