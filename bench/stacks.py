@@ -4,7 +4,7 @@ Each stack is a Python interpreter with dslrun installed (its own venv): by defa
 repository's .venv and the interpreter given by --old (e.g. an older checkout's TF 2.15 venv).
 For each, interleaved repetition by repetition, it measures:
 
-- `import tensorflow`: wall time of a fresh process that imports it (TF_USE_LEGACY_KERAS=1);
+- `import tensorflow`: wall time of a fresh process that imports it;
 - start-up to the first step: from starting `dslrun pipelines/quickstart.yaml` to the end of
   its first training step (the loss line of step 1: pipeline load, TF import, data, model
   build, tracing of the step function);
@@ -27,14 +27,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+# No TF_USE_LEGACY_KERAS here: dslrun sets it where tf_keras is the stack's Keras; TF 2.15 (Keras 2
+# built in) would look for a tf_keras package it does not have.
+ENV = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"TF_CPP_MIN_LOG_LEVEL": "3",
+                                                                              "PYTHONUNBUFFERED": "1"}
 IMPORT = "import time; t = time.perf_counter(); import tensorflow; print(time.perf_counter() - t)"
 STEP = re.compile(r"^train epoch 1/\d+ iter 1/\d+ \(step 1\): loss")
 PHASE = re.compile(r"^train epoch 2/2 \(step \d+\): ([\d.]+) images/s")
 
 
 def versions(python: str) -> str:
-    code = ("import sys, tensorflow as tf; from importlib.metadata import version; "
+    code = ("import os, sys, importlib.util; importlib.util.find_spec('tf_keras') and "
+            "os.environ.setdefault('TF_USE_LEGACY_KERAS', '1'); import tensorflow as tf; "
+            "from importlib.metadata import version; "
             "print(f'Python {sys.version.split()[0]}, TensorFlow {tf.__version__}, Keras ' + "
             "(version('tf-keras') if tf.keras.__name__.startswith('tf_keras') else version('keras')))")
     return subprocess.run([python, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout.strip()
