@@ -1,43 +1,62 @@
 # dslrun — set-up and everyday commands. Everything installs into .venv, nothing by hand.
-PYTHON ?= python3.11
-VENV   := .venv
+# PYTHON: the interpreter for the venv; empty = the newest runnable 3.13 / 3.12 / 3.11 (tools/find-python).
+PYTHON ?=
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   := data/synthetic
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# tf.keras is Keras 2 (tf_keras) for everything make starts; dslrun sets it itself too (dsl/__init__.py).
+export TF_USE_LEGACY_KERAS ?= 1
 
 HOROVOD_VERSION := 0.28.1
+# The one change dslrun makes to Horovod's source before building it (see the file's header).
+HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
+HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate schema docs lint clean
+.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate bench-stacks schema docs lint clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found; install Python 3.11 or run make PYTHON=/path/to/python3.11"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@python="$(PYTHON)"; [ -n "$$python" ] || python=$$(sh tools/find-python) || { \
+	  echo "make: no Python 3.11, 3.12 or 3.13 that runs was found; install one (e.g. sudo apt-get install python3 python3-venv python3-dev" \
+	       "on Debian 12+/Ubuntu 24.04, or pyenv install 3.13) or run make PYTHON=/path/to/python3.13"; exit 1; }; \
+	  test -x $(BIN)/python || { echo "make: creating $(VENV) with $$python"; "$$python" -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e ".[train,dev]"
 	$(MAKE) --no-print-directory horovod
 	$(MAKE) --no-print-directory sshd
 	touch $(STAMP)
 
-# Horovod is built from source against the venv's TensorFlow (TF, Gloo and MPI controllers).
-# It needs OpenMPI and a C++ tool chain: installed with apt when root, else we say what to install.
-# On a GPU machine with CUDA/NCCL: make install HOROVOD_GPU_OPERATIONS=NCCL (and TensorFlow with GPU support).
+# Horovod is built from its 0.28.1 source (PyPI's sdist) against the venv's TensorFlow (TF, Gloo and MPI
+# controllers), after $(HOROVOD_PATCH) is applied: 0.28.1 is Horovod's last release and predates TF 2.16.
+# It needs OpenMPI, cmake, patch and a C++ tool chain: installed with apt when root, else we say what to install.
+# On a GPU machine with CUDA/NCCL: make install HOROVOD_GPU_OPERATIONS=NCCL (see README, "GPU hosts").
 horovod:
-	@if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev >/dev/null 2>&1 || ! command -v cmake >/dev/null; then \
+	@if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev >/dev/null 2>&1 || ! command -v cmake >/dev/null \
+	    || ! command -v patch >/dev/null || ! command -v g++ >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin cmake g++ >/dev/null; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin cmake g++ patch >/dev/null; \
 	  else \
-	    echo "make: Horovod needs OpenMPI 4 and cmake; run: sudo apt-get install libopenmpi-dev openmpi-bin cmake g++"; exit 1; \
+	    echo "make: Horovod needs OpenMPI 4, cmake, patch and g++; run: sudo apt-get install libopenmpi-dev openmpi-bin cmake g++ patch"; exit 1; \
 	  fi; \
 	fi
 	@$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || { \
-	  echo "building horovod==$(HOROVOD_VERSION) against tensorflow (a few minutes)"; \
+	  echo "building horovod==$(HOROVOD_VERSION) from source against tensorflow, with $(HOROVOD_PATCH) (a few minutes)"; \
+	  rm -rf $(HOROVOD_SRC) && mkdir -p $(HOROVOD_SRC) && \
+	  $(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d $(HOROVOD_SRC) horovod==$(HOROVOD_VERSION) && \
+	  tar -xzf $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION).tar.gz -C $(HOROVOD_SRC) && \
+	  patch -p1 --quiet -d $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION) < $(HOROVOD_PATCH) && \
 	  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
 	  HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j$$(nproc) \
-	  $(BIN)/python -m pip install --quiet --no-build-isolation horovod==$(HOROVOD_VERSION); }
+	  $(BIN)/python -m pip install --quiet --no-build-isolation $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION) && \
+	  rm -rf $(HOROVOD_SRC) && \
+	  $(BIN)/python -c "import json, pathlib, sys, horovod; from importlib.metadata import version; \
+	    pathlib.Path(horovod.__file__).with_name('dslrun_build.json').write_text(json.dumps({'horovod': horovod.__version__, \
+	    'tensorflow': version('tensorflow'), 'python': sys.version.split()[0], 'patch': '$(HOROVOD_PATCH)', \
+	    'gpu_operations': '$(HOROVOD_GPU_OPERATIONS)' or None}))"; }
 	$(BIN)/python -m pip install --quiet mpi4py==$(MPI4PY_VERSION)
 
 # The multi-host tests (tests/testhosts.py) run a real sshd in each test host (a network namespace):
@@ -107,6 +126,11 @@ bench-quick: install
 # each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
 bench-quality: install
 	$(BIN)/python bench/quality.py --write-docs
+
+# This stack against another venv's (e.g. an older checkout's): make bench-stacks OLD=/path/to/.venv/bin/python
+bench-stacks: install
+	@test -n "$(OLD)" || { echo "make: bench-stacks needs OLD=/path/to/other/.venv/bin/python"; exit 1; }
+	$(BIN)/python bench/stacks.py --old $(OLD) --new $(BIN)/python
 
 # Regenerate the committed files that come from the component registry.
 schema: install

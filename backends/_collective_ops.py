@@ -15,6 +15,7 @@ end of every call (dsl/engine/replicas.py) and `reduce_metrics` averages the met
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,23 @@ def pin_gpu(local_rank: int) -> None:
         tf.config.set_visible_devices(gpu, "GPU")
 
 
+def _coordination_config_pb2() -> Any:
+    """The CoordinatedJob message's module, which has moved between TensorFlow releases.
+
+    TensorFlow has no public API for it; its home was `tensorflow.tsl.protobuf` up to 2.15 and is
+    `tensorflow.compiler.xla.tsl.protobuf` in 2.16-2.21 (tsl moved under XLA).
+    """
+    for module in ("tensorflow.compiler.xla.tsl.protobuf.coordination_config_pb2",
+                   "tensorflow.tsl.protobuf.coordination_config_pb2",
+                   "tsl.protobuf.coordination_config_pb2"):
+        try:
+            return importlib.import_module(module)
+        except ImportError:
+            continue
+    raise ImportError("TensorFlow's coordination_config_pb2 (CoordinatedJob) was not found: "
+                      "dslrun's collective backend supports TensorFlow 2.21 (make install)")
+
+
 def make_strategy(cluster: dict[str, list[str]], communication: str, timeout_seconds: float | None,
                   heartbeat_seconds: float) -> tf.distribute.MultiWorkerMirroredStrategy:
     """The strategy for the TF_CONFIG cluster, with its failure detection set.
@@ -57,8 +75,7 @@ def make_strategy(cluster: dict[str, list[str]], communication: str, timeout_sec
     silent for `heartbeat_seconds` is declared lost and every other task's collectives fail
     with an error naming it. `timeout_seconds` bounds each collective as well (null: no bound).
     """
-    from tensorflow.tsl.protobuf import coordination_config_pb2
-
+    coordination_config_pb2 = _coordination_config_pb2()
     jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster[job]))
             for job in ("chief", "worker") if cluster.get(job)]
     leader = "/job:chief/replica:0/task:0" if cluster.get("chief") else "/job:worker/replica:0/task:0"

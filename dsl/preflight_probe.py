@@ -83,6 +83,7 @@ def _program(name: str, version: bool = False) -> dict[str, Any] | None:
 
 def packages() -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as dsl/__init__.py: this probe may run without it
     facts: dict[str, Any] = {
         "python": {"path": sys.executable, "version": sys.version.split()[0]},
         "dslrun": _module("dsl"),
@@ -91,7 +92,8 @@ def packages() -> dict[str, Any]:
     if "error" not in facts["tensorflow"]:
         import tensorflow as tf
 
-        version = getattr(tf.keras, "__version__", None) or _module("keras").get("version", "unknown")
+        keras = "tf_keras" if getattr(tf.keras, "__name__", "").startswith("tf_keras") else "keras"
+        version = _module(keras).get("version", "unknown")
         facts["keras"] = {"version": str(version)}
     facts["horovod"] = _horovod(_module("horovod"))
     facts["mpi4py"] = _module("mpi4py")

@@ -192,6 +192,16 @@ def test_missing_image_names_the_file_and_its_csv_line(tmp_path):
     assert "No such file" in message and "\n" not in message
 
 
+def test_the_map_function_prefix_of_newer_tensorflow_is_cut_from_errors():
+    from dsl.inputters._pipeline import clean_error
+
+    raw = ("{{function_node __wrapped__IteratorGetNext_output_types_1_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+           "Error in user-defined function passed to ParallelMapDatasetV2:1 transformation with iterator: "
+           "Iterator::Root::ParallelMapV2: /data/missing.png; No such file or directory\n\t [[{{node ReadFile}}]] "
+           "[Op:IteratorGetNext] name: ")
+    assert clean_error(raw) == "/data/missing.png; No such file or directory"
+
+
 def test_missing_image_is_named_when_hit_inside_a_tf_function(tmp_path):
     """The training loop reads batches inside a tf.function, where TensorFlow words errors differently."""
     csv_path = write_csv_set(tmp_path, 4, 2)

@@ -2,9 +2,10 @@
 
 Reports TensorFlow, Keras, Horovod (frameworks, controllers, tensor operations — what
 `horovodrun --check-build` shows), the MPI implementation, mpi4py, GPUs, and which backends
-(local, horovod, collective, ps) can run here and why not. Exits 1 when
-the stack cannot train: no TensorFlow, or TensorFlow >= 2.16 / Keras 3, with which
-Horovod 0.28.1 neither builds nor runs.
+(local, horovod, collective, ps) can run here and why not, and how Horovod was built
+(`make install` builds 0.28.1 from source against the venv's TensorFlow, with
+tools/horovod-0.28.1-tf2.21.patch). Exits 1 when the stack cannot train: no TensorFlow,
+TensorFlow older than 2.16, or a tf.keras that is not Keras 2 (tf_keras) of the same release.
 
 `dslrun doctor --hosts hostA,hostB [PIPELINE]` checks the hosts of a job instead, over ssh
 (dsl.preflight): one table row per host, then one line per problem, exit 1 if any.
@@ -32,6 +33,23 @@ def _version(module: str) -> str | None:
         return None
 
 
+def keras_of(tf: Any) -> str:
+    """The version of the Keras that `tf.keras` is: tf_keras's with TF_USE_LEGACY_KERAS=1, else Keras 3's."""
+    package = "tf_keras" if getattr(tf.keras, "__name__", "").startswith("tf_keras") else "keras"
+    return _version(package) or "unknown"
+
+
+def _horovod_build(horovod: Any) -> dict[str, Any] | None:
+    """What `make install` wrote beside Horovod when it built it (dslrun_build.json), if it did."""
+    import json
+    from pathlib import Path
+
+    try:
+        return dict(json.loads(Path(horovod.__file__).with_name("dslrun_build.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def _horovod() -> dict[str, Any] | None:
     try:
         import horovod.tensorflow as hvd
@@ -41,6 +59,7 @@ def _horovod() -> dict[str, Any] | None:
 
     return {
         "version": horovod.__version__,
+        "build": _horovod_build(horovod),
         "frameworks": {"TensorFlow": True},
         "controllers": {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())},
         "tensor_operations": {
@@ -61,15 +80,20 @@ def _mpi() -> str | None:
     return out.strip().splitlines()[0] if out.strip() else mpirun
 
 
+def _major_minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
+
 def version_problems(tf_version: str, keras_version: str) -> list[str]:
-    """A refusal for TensorFlow >= 2.16 or Keras 3, with which Horovod 0.28.1 cannot work."""
-    major_minor = tuple(int(p) for p in tf_version.split(".")[:2] if p.isdigit())
-    if major_minor >= (2, 16) or keras_version.startswith("3"):
-        return [
-            f"TensorFlow {tf_version} / Keras {keras_version}: dslrun needs TensorFlow 2.15 with Keras 2 "
-            "(Horovod 0.28.1 does not build against TF >= 2.16 and breaks with Keras 3); "
-            "pip install 'tensorflow-cpu==2.15.1'"
-        ]
+    """A refusal for a stack dslrun does not run on: TF < 2.16, Keras 3, or a tf_keras of another release."""
+    fix = "make install (pip install 'tensorflow==2.21.0' 'tf-keras==2.21.0')"
+    if _major_minor(tf_version) < (2, 16):
+        return [f"TensorFlow {tf_version}: dslrun runs on TensorFlow 2.21 with tf_keras; {fix}"]
+    if keras_version.startswith("3"):
+        return [f"TensorFlow {tf_version} / Keras {keras_version}: tf.keras is Keras 3; dslrun runs on Keras 2: "
+                f"set TF_USE_LEGACY_KERAS=1 (dslrun sets it unless the environment says otherwise) and {fix}"]
+    if _major_minor(keras_version) != _major_minor(tf_version):
+        return [f"TensorFlow {tf_version} / tf_keras {keras_version}: tf-keras must be of TensorFlow's release; {fix}"]
     return []
 
 
@@ -79,11 +103,11 @@ def collect() -> tuple[dict[str, Any], list[str]]:
     tf_version = _version("tensorflow")
     facts: dict[str, Any] = {"python": sys.version.split()[0], "tensorflow": tf_version}
     if tf_version is None:
-        problems.append("TensorFlow is not installed: pip install 'dslrun[train]' (tensorflow-cpu==2.15.1)")
+        problems.append("TensorFlow is not installed: make install (pip install 'dslrun[train]': tensorflow 2.21, tf-keras)")
     else:
         import tensorflow as tf
 
-        keras_version = getattr(tf.keras, "__version__", None) or _version("keras")
+        keras_version = keras_of(tf)
         facts["keras"] = keras_version
         facts["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
         problems += version_problems(tf_version, str(keras_version))
@@ -93,6 +117,13 @@ def collect() -> tuple[dict[str, Any], list[str]]:
     facts["mpi4py"] = _version("mpi4py")
     facts["backends"] = backend_support(facts)
     return facts, problems
+
+
+def _build_line(build: dict[str, Any] | None) -> str:
+    if not build:
+        return "(not built by make install: its build is unknown)"
+    return (f"built from source by make install against TensorFlow {build.get('tensorflow')} "
+            f"(Python {build.get('python')}), with {build.get('patch')}: XLA ops left out")
 
 
 def _mark(flag: bool) -> str:
@@ -135,7 +166,7 @@ def command(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hos
             click.echo(f"GPUs        {', '.join(facts['gpus']) or 'none (CPU only)'}")
         horovod = facts["horovod"]
         if horovod:
-            click.echo(f"Horovod     {horovod['version']}")
+            click.echo(f"Horovod     {horovod['version']}  {_build_line(horovod['build'])}")
             for title, key in (("frameworks", "frameworks"), ("controllers", "controllers"),
                                ("tensor ops", "tensor_operations")):
                 click.echo(f"  {title:<10} " + "  ".join(f"{_mark(v)} {k}" for k, v in horovod[key].items()))

@@ -369,11 +369,16 @@ def clean_error(message: str) -> str:
     """The line of a TensorFlow error that says what went wrong.
 
     Eager errors read `{{function_node ...}} <what> [[{{node ...}}]] [Op:...]`; errors from
-    inside a tf.function add `Graph execution error:` and a stack before `<what>`.
+    inside a tf.function add `Graph execution error:` and a stack before `<what>`, and errors
+    from a map function (TF >= 2.16) `Error in user-defined function passed to ...: `.
     """
     text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message).split("\n\t [[")[0].split(" [Op:")[0]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else message.strip()
+    return _MAP_PREFIX.sub("", lines[-1]) if lines else message.strip()
+
+
+# TensorFlow >= 2.16 puts this before an error raised inside a Dataset.map function.
+_MAP_PREFIX = re.compile(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: ")
 
 
 def _assert_text(message: str) -> str:
