@@ -390,3 +390,17 @@ def test_validate_data_imports_no_tensorflow(tmp_path: Path, data: Path) -> None
     from test_no_tensorflow import loaded_modules
 
     assert loaded_modules("validate", "--data", str(pipeline(tmp_path, data))) == []
+
+
+def test_a_small_share_of_the_global_batch_with_batch_norm_is_a_warning_naming_sync_bn(tmp_path: Path, data: Path) -> None:
+    cnn = "network: {type: simple_cnn, filters: [4], dense_units: 8, batch_norm: true}"
+    path = pipeline(tmp_path, data, **{"network: {type: mlp, hidden_units: [8]}": cnn})
+    result = invoke("validate", "--data", "--world-size", "2", str(path))
+    assert (f"{path}:9:15: warning: inputter.batch_size: at 2 processes each normalises batch statistics over 4 "
+            "examples of the global 8") in result.stdout
+    assert "set runner.horovod.sync_batch_norm: true" in result.stdout
+    synced = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.horovod={sync_batch_norm: true}")
+    assert "normalises batch statistics" not in synced.stdout
+    # An MLP has no batch statistics to spoil.
+    plain = invoke("validate", "--data", "--world-size", "2", str(pipeline(tmp_path, data)))
+    assert "normalises batch statistics" not in plain.stdout
