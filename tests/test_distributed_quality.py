@@ -87,4 +87,7 @@ def test_a_learning_rate_fifty_times_too_high_stops_with_the_diagnosis(tmp_path:
     failed_at = int(re.search(r"the train loss diverged: .*? at step (\d+)", lines[0]).group(1))
     saved = [int(p.name[len("ckpt-"):-len(".index")]) for p in (tmp_path / "run" / "checkpoints").glob("ckpt-*.index")]
     assert all(step < failed_at for step in saved), (saved, failed_at)
-    assert "Traceback" not in output
+    # No rank printed a traceback (horovodrun itself prints one when a rank exits non-zero:
+    # its lines carry no rank prefix).
+    ranks = [line for line in output.splitlines() if launcher == "one process" or re.match(r"\[\d+\]<std", line)]
+    assert not [line for line in ranks if "Traceback" in line], output[-3000:]
