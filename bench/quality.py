@@ -74,7 +74,9 @@ def launcher(name: str, ranks: int, kind: str) -> list[str]:
 
 def train(name: str, ranks: int, kind: str, data: Path, run_dir: Path, seed: int | None = None) -> dict:
     """One run to its end; its final val record (or why it failed)."""
-    sets = [*PIPELINES[name][1], f"runner.model_dir={run_dir}", *([f"seed={seed}"] if seed is not None else [])]
+    # Warn, not stop, on a diverging loss: the table reports what a run ends with.
+    sets = [*PIPELINES[name][1], f"runner.model_dir={run_dir}", "runner.divergence.action=warn",
+            *([f"seed={seed}"] if seed is not None else [])]
     command = [*launcher(name, ranks, kind), str(ROOT / "pipelines" / name),
                *[arg for setting in sets for arg in ("--set", setting)]]
     started = time.monotonic()
@@ -93,7 +95,9 @@ def train(name: str, ranks: int, kind: str, data: Path, run_dir: Path, seed: int
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in records if r["mode"] == "val"][-1]
     metric = "mean_iou" if "mean_iou" in val else "accuracy"
-    return {"ok": True, "seconds": seconds, "metric": metric, "value": val[metric], "step": val["step"]}
+    diverged = "the train loss diverged" in stdout + stderr
+    return {"ok": True, "seconds": seconds, "metric": metric, "value": val[metric], "step": val["step"],
+            "diverged": diverged}
 
 
 def table(results: list[dict]) -> str:
@@ -115,7 +119,9 @@ def table(results: list[dict]) -> str:
         def cell(row: dict | None) -> str:
             if row is None:
                 return "—"
-            return f"{row['value']:.3f}" if row.get("ok") else "failed"
+            if not row.get("ok"):
+                return "failed"
+            return f"{row['value']:.3f}" + (" (diverged)" if row.get("diverged") else "")
 
         cells = [cell(next((r for r in rows if (r["kind"], r["ranks"]) == c), None)) for c in columns]
         gaps = [abs(r["value"] - one["value"]) for r in rows if one and one.get("ok") and r.get("ok") and r is not one]
