@@ -99,6 +99,8 @@ def version_problems(tf_version: str, keras_version: str) -> list[str]:
 
 def collect() -> tuple[dict[str, Any], list[str]]:
     """Facts about the stack, and the problems that stop it from training."""
+    import dsl.engine  # noqa: F401  (before TensorFlow: its start-up lines filtered as for training)
+
     problems: list[str] = []
     tf_version = _version("tensorflow")
     facts: dict[str, Any] = {"python": sys.version.split()[0], "tensorflow": tf_version}
