@@ -139,7 +139,10 @@ def test_diverging_loss_fails_naming_the_step_and_keeps_a_finite_checkpoint(tmp_
     result = dslrun(str(pipeline), "--set", "runner.max_epochs=3", "--set", "modeler.optimizer.learning_rate=1e12",
                     check=False)
     assert result.returncode == 1, result.stderr
-    assert "dslrun: failed: loss is nan at step" in result.stderr or "loss is inf at step" in result.stderr
+    # runner.divergence (ahead of terminate_on_nan) says it, with the rate that did it.
+    assert "dslrun: failed: the train loss diverged: it is nan at step" in result.stderr or \
+        "the train loss diverged: it is inf at step" in result.stderr, result.stderr
+    assert "the learning rate is 1e+12 (modeler.optimizer.learning_rate)" in result.stderr
     failed_at = int(result.stderr.split(" at step ")[-1].split(";")[0])
     state = (tmp_path / "run-p" / "checkpoints" / "checkpoint").read_text()
     latest = tmp_path / "run-p" / "checkpoints" / state.split('"')[1]
