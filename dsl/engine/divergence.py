@@ -8,9 +8,9 @@ call's loss for `patience` train calls in a row, is a divergence. The bar is nev
 `factor` itself: a run that starts with a small loss (fine-tuning a trained model) would
 otherwise be stopped by the noise of a few batches; and one call above it is not enough: a
 batch-norm network at a high rate without warmup can spike 8x in its first steps and
-recover (the shipped cnn_iters at batch 16). It then fails the run before any callback checkpoints that state
-(priority HIGHEST, ahead of the pipeline's own callbacks) or, with `action: warn`, says so
-once. The message gives the rate in force, how it was scaled and the warmup, and the
+recover (the shipped cnn_iters at batch 16). It then fails the run before any callback
+checkpoints that state (priority HIGHEST, ahead of the pipeline's own callbacks) or, with
+`action: warn`, says so once. The message gives the rate in force, how it was scaled and the warmup, and the
 settings to change. Its reference (the first loss) is saved with the checkpoint, so a
 resumed run compares against the same number.
 """
