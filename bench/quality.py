@@ -52,13 +52,9 @@ def generate(root: Path) -> dict[str, Path]:
     for command in (["synthetic", "--out", str(images)], ["synthetic", "--out", str(small), "--image-size", "16"],
                     ["synthetic-segmentation", "--out", str(shapes)], ["synthetic-text", "--out", str(reviews)]):
         subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=ENV, capture_output=True)
-    folder = root / "folder"
-    for mode, listing in (("train", "train.csv"), ("val", "eval.csv")):
-        for line in (small / listing).read_text().splitlines()[1:]:
-            path, label = line.rsplit(",", 1)
-            target = folder / mode / f"class_{int(label):02d}" / Path(path).name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(small / path)
+    from dsl.datasets.layout import class_folders
+
+    folder = class_folders(small, root / "folder")
     return {"images": images, "folder": folder, "shapes": shapes, "reviews": reviews}
 
 

@@ -22,6 +22,8 @@ import pytest
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
+from dsl.datasets.layout import class_folders
+
 from e2e_support import MULTIRANK_ENV, kill_group
 
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
@@ -60,13 +62,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("shipped")
     csv = _synthetic(root / "csv", image_size=32)
     small = _synthetic(root / "small", image_size=16)
-    folder = root / "folder"
-    for mode, listing in (("train", "train.csv"), ("val", "eval.csv")):
-        for line in (small / listing).read_text().splitlines()[1:]:
-            path, label = line.rsplit(",", 1)
-            target = folder / mode / f"class_{int(label):02d}" / Path(path).name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(small / path)
+    folder = class_folders(small, root / "folder")
     shapes, reviews = root / "shapes", root / "reviews"
     for command in (["synthetic-segmentation", "--out", str(shapes), "--num-train", "64", "--num-val", "16",
                      "--image-size", "32"],

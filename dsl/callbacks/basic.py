@@ -12,6 +12,7 @@ from typing import Any
 from dsl.callbacks._common import format_value, format_values, phase_position, save_checkpoint
 from dsl.callbacks.base import Callback
 from dsl.registry import register
+from dsl.scaling import warmup_steps
 
 
 def _count(variables: list[Any]) -> int:
@@ -23,8 +24,7 @@ def _scaling(runner: Any) -> str:
     ranks changed, said where the run starts (dsl/scaling.py)."""
     base = runner.modeler.params["optimizer"]["learning_rate"]
     text = runner.scaling.describe(base)
-    warmup = int(getattr(runner.modeler.learning_rate(runner.steps_per_epoch, runner.scaling.lr_factor),
-                         "warmup_steps", 0))
+    warmup = warmup_steps(runner.pipeline, runner.steps_per_epoch)
     return f"{text}, warmup {warmup} step{'s' * (warmup != 1)}" if warmup else text
 
 

@@ -85,3 +85,15 @@ def _atomic_text(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
+
+
+def class_folders(source: Path, out: Path) -> Path:
+    """The images of a `path,label` layout (train.csv, eval.csv) as links in class folders,
+    `out/{train,val}/class_NN/`: the layout `image_folder` reads, without copying an image."""
+    for split, listing in (("train", "train.csv"), ("val", "eval.csv")):
+        with (source / listing).open(newline="") as rows:
+            for path, label in list(csv.reader(rows))[1:]:
+                target = out / split / f"class_{int(label):02d}" / Path(path).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(source / path)
+    return out

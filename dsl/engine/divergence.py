@@ -10,9 +10,9 @@ otherwise be stopped by the noise of a few batches; and one call above it is not
 batch-norm network at a high rate without warmup can spike 8x in its first steps and
 recover (the shipped cnn_iters at batch 16). It then fails the run before any callback
 checkpoints that state (priority HIGHEST, ahead of the pipeline's own callbacks) or, with
-`action: warn`, says so once. The message gives the rate in force, how it was scaled and the warmup, and the
-settings to change. Its reference (the first loss) is saved with the checkpoint, so a
-resumed run compares against the same number.
+`action: warn`, says so once. The message gives the rate in force, how it was scaled and
+the warmup, and the settings to change. Its reference (the first loss) is saved with the
+checkpoint, so a resumed run compares against the same number.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from dsl.callbacks.base import Callback
 from dsl.engine.contracts import RunnerView
+from dsl.scaling import warmup_steps
 
 
 class DivergenceGuard(Callback):
@@ -95,8 +96,7 @@ def diagnosis(runner: RunnerView) -> str:
     """The rate in force, how it came about and what to change: one clause for the stop message."""
     scaling = runner.scaling
     base = float(runner.modeler.params["optimizer"]["learning_rate"])
-    schedule = runner.modeler.learning_rate(runner.steps_per_epoch, scaling.lr_factor)
-    warmup = int(getattr(schedule, "warmup_steps", 0))
+    warmup = warmup_steps(runner.pipeline, runner.steps_per_epoch)
     warmup_text = f"a warmup of {warmup} steps" if warmup else "no warmup"
     if scaling.lr_factor > 1.0:
         return (
