@@ -9,7 +9,8 @@ chief alone (checkpoints, save_best, export): the chief would wait in a collecti
 workers never join. `local_replica_variables` makes them mirrored variables that each replica
 updates from its own data (aggregation NONE: no communication in the step), exactly what
 they are under Horovod; the shared train call then averages the model's statistics at the
-end of every call (dsl/engine/replicas.py) and `reduce_metrics` averages the metrics.
+end of every call (dsl/engine/replicas.py) and the metrics are summed from
+every worker's state (`sum_across_ranks`, dsl/engine/metric_reduction.py).
 """
 
 from __future__ import annotations

@@ -87,11 +87,16 @@ class Backend:
         shared train call reconciles batch-norm statistics with it); unchanged with one."""
         return tensors
 
-    def reduce_metrics(self, values: dict[str, float], weight: float = 1.0) -> dict[str, float]:
-        """Each value averaged across replicas, weighted by `weight` (e.g. the examples this
-        replica evaluated, so unequal shards count for what they hold); a single process
-        already has it."""
-        return dict(values)
+    def sum_across_ranks(self, arrays: list[Any]) -> list[Any]:
+        """Each numpy array summed element-wise over the replicas, exactly (float64 sums of
+        counts stay integers): how metric states become one (dsl.engine.metric_reduction);
+        a single process already has the sum."""
+        return list(arrays)
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        """`value` (picklable) from every replica, in rank order: for a metric whose result
+        needs every rank's examples (dsl.engine.metric_reduction)."""
+        return [value]
 
     def max_across_ranks(self, value: int) -> int:
         """The largest `value` any replica passed: lets ranks agree to stop together (a

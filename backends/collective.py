@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -157,15 +158,16 @@ class CollectiveBackend(Backend):
     def broadcast(self, variables: list[Any]) -> None:
         self._explain(self._host.broadcast, variables)
 
-    def reduce_metrics(self, values: dict[str, float], weight: float = 1.0) -> dict[str, float]:
-        import numpy as np
+    def sum_across_ranks(self, arrays: list[Any]) -> list[Any]:
+        import tensorflow as tf
 
-        names = sorted(values)
-        if not names:
-            return {}
-        row = np.array([values[n] * weight for n in names] + [weight], dtype=np.float64)
-        sums = self._explain(self._host.gather, row).sum(axis=0)
-        return {name: float(total / sums[-1]) for name, total in zip(names, sums[:-1])}
+        if not arrays:
+            return []
+        summed = self._explain(self._host.sum, [tf.constant(array, tf.float64) for array in arrays])
+        return [tensor.numpy() for tensor in summed]
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        return [pickle.loads(data) for data in self._gather_bytes(pickle.dumps(value))]
 
     def max_across_ranks(self, value: int) -> int:
         import numpy as np
@@ -173,15 +175,20 @@ class CollectiveBackend(Backend):
         return int(self._explain(self._host.gather, np.array([value], dtype=np.int64)).max())
 
     def gather_strings(self, value: str) -> list[str]:
+        return [data.decode() for data in self._gather_bytes(value.encode())]
+
+    def _gather_bytes(self, data: bytes) -> list[bytes]:
+        """Every rank's `data`, in rank order: a row [length, data as int64 words] per rank,
+        padded to the longest (the host collectives gather int64 rows exactly)."""
         import numpy as np
 
-        data = value.encode()
-        longest = self.max_across_ranks(len(data))
+        words = -(-len(data) // 8)
+        longest = self.max_across_ranks(words)
         row = np.zeros(longest + 1, dtype=np.int64)
         row[0] = len(data)
-        row[1:1 + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        row[1:1 + words] = np.frombuffer(data.ljust(words * 8, b"\0"), dtype=np.int64)
         rows = self._explain(self._host.gather, row)
-        return [bytes(r[1:1 + int(r[0])].astype(np.uint8)).decode() for r in rows]
+        return [r[1:].tobytes()[:int(r[0])] for r in rows]
 
     def barrier(self) -> None:
         self.max_across_ranks(0)

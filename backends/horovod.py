@@ -163,16 +163,17 @@ class HorovodBackend(Backend):
     def average_across_replicas(self, tensors: list[Any]) -> list[Any]:
         return list(self.hvd.grouped_allreduce(tensors, op=self.hvd.Average, name="dslrun_replica_state"))
 
-    def reduce_metrics(self, values: dict[str, float], weight: float = 1.0) -> dict[str, float]:
+    def sum_across_ranks(self, arrays: list[Any]) -> list[Any]:
         import tensorflow as tf
 
-        names = sorted(values)
-        if not names:
-            return {}
-        # Sum of weight * value and of the weights: a weighted mean, equal weights an average.
-        weighted = [values[n] * weight for n in names] + [weight]
-        sums = self.hvd.allreduce(tf.constant(weighted, tf.float64), op=self.hvd.Sum, name="dslrun_metrics").numpy()
-        return {name: float(total / sums[-1]) for name, total in zip(names, sums[:-1])}
+        if not arrays:
+            return []
+        tensors = [tf.constant(array, tf.float64) for array in arrays]
+        summed = self.hvd.grouped_allreduce(tensors, op=self.hvd.Sum, name="dslrun_metric_state")
+        return [tensor.numpy() for tensor in summed]
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        return list(self.hvd.allgather_object(value, name="dslrun_gather_objects"))
 
     def max_across_ranks(self, value: int) -> int:
         import tensorflow as tf

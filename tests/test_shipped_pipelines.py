@@ -64,7 +64,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     small = _synthetic(root / "small", image_size=16)
     folder = class_folders(small, root / "folder")
     shapes, reviews = root / "shapes", root / "reviews"
-    for command in (["synthetic-segmentation", "--out", str(shapes), "--num-train", "64", "--num-val", "16",
+    for command in (["synthetic-segmentation", "--out", str(shapes), "--num-train", "64", "--num-val", "15",
                      "--image-size", "32"],
                     ["synthetic-text", "--out", str(reviews), "--num-train", "256", "--num-val", "64"]):
         subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=MULTIRANK_ENV, capture_output=True)
@@ -154,17 +154,25 @@ def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Pa
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_two_ranks_validate_as_one_process_does_on_the_same_weights(data: dict[str, Path], tmp_path: Path) -> None:
-    """The val score of 2 ranks (each its half, batch-norm statistics reconciled, results
-    weighted by examples) is the score one process gets from the checkpoint they saved."""
-    run("gloo", "quickstart.yaml", data, tmp_path / "run")
+# The allreduce launchers against `dslrun eval` of the checkpoint they saved, in one process:
+# quickstart (accuracy, loss) and segmentation, whose 15 val examples split 8 / 7 between the
+# ranks and whose mean IoU is no average of the ranks' own (a ratio of summed confusion matrices).
+@pytest.mark.parametrize("launcher, name", [("gloo", "quickstart.yaml"), ("gloo", "segmentation.yaml"),
+                                            ("collective", "segmentation.yaml")])
+def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: str, name: str, data: dict[str, Path],
+                                                                    tmp_path: Path) -> None:
+    """Every val value of 2 ranks (each its shard, batch-norm statistics reconciled, metrics
+    reduced from their summed states) is the value one process gets from the same checkpoint."""
+    run(launcher, name, data, tmp_path / "run")
     ranks = last_val(tmp_path / "run")
-    env = {**MULTIRANK_ENV, "DATA_DIR": str(data["csv"])}
-    result = subprocess.run(["dslrun", "eval", str(PIPELINES / "quickstart.yaml"), *shrunk("quickstart.yaml", tmp_path / "run")],
+    env = {**MULTIRANK_ENV, "DATA_DIR": str(data[SHRINK[name][0]])}
+    result = subprocess.run(["dslrun", "eval", str(PIPELINES / name), *shrunk(name, tmp_path / "run")],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     alone = json.loads(result.stdout.strip().splitlines()[-1])
     assert alone["step"] == ranks["step"]
-    assert alone["accuracy"] == pytest.approx(ranks["accuracy"], abs=1e-6)
+    scores = [key for key in ranks if key == "accuracy" or key == "pixel_accuracy" or key.startswith(("mean_iou", "iou_"))]
+    assert len(scores) == (1 if name == "quickstart.yaml" else 6), ranks
+    for key in scores:
+        assert alone[key] == pytest.approx(ranks[key], abs=1e-6), key
     assert alone["loss"] == pytest.approx(ranks["loss"], rel=1e-4)
-

@@ -1,13 +1,13 @@
 """The one training loop every backend shares, and the state callbacks see.
 
-The runner walks the workflow (mmcv's `[[train, 2], [val, 1]]`), calls the compiled step
-functions, and calls every callback at each hook point. It never branches on the backend:
-the backend only shards data, wraps the gradient tape, broadcasts and reduces.
+The runner walks the workflow (mmcv's `[[train, 2], [val, 1]]`), calls the compiled step functions,
+and calls every callback at each hook point. It never branches on the backend: the backend only
+shards data, wraps the gradient tape, broadcasts and reduces.
 
-State that must survive a restart — model, optimizer, step, data epoch and the position
-inside it — lives in one `tf.train.Checkpoint` (checkpointing.py, resume.py); the data
-order of each epoch is derived from (seed, epoch), so the position is two integers instead
-of a saved shuffle buffer. A change of the number of ranks is resize.py's.
+State that must survive a restart — model, optimizer, step, data epoch and the position inside it —
+lives in one `tf.train.Checkpoint` (checkpointing.py, resume.py); the data order of each epoch is
+derived from (seed, epoch), so the position is two integers instead of a saved shuffle buffer. A
+change of the number of ranks is resize.py's; metrics across ranks are metric_reduction.py's.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.contracts import Backend, StepCall
 from dsl.engine.data_feed import DataFeed, explain_failure
 from dsl.engine.divergence import DivergenceGuard
+from dsl.engine.metric_reduction import reduced_results
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import replicas_agree
@@ -262,15 +263,14 @@ class Runner:
         return watch(self, mode=mode, timeout=timeout)
 
     def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]:
-        """One pass over `mode`'s data with the current weights; the values averaged across ranks."""
+        """One pass over `mode`'s data with the current weights; each value over every rank's data."""
         for metric in self.metrics["val"].values():
             metric.reset_state()
-        steps, examples = self.data.eval_share(mode, max_steps)
+        steps, _ = self.data.eval_share(mode, max_steps)
         if steps == 0:
             raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
-        outputs = self._val_call(self.data.eval_iterator(mode), tf.constant(steps, tf.int32))
-        # Weighted by the examples each rank evaluated: N ranks report what one process would.
-        return self.backend.reduce_metrics({k: float(v) for k, v in outputs.items()}, weight=examples)
+        self._val_call(self.data.eval_iterator(mode), tf.constant(steps, tf.int32))
+        return reduced_results(self.metrics["val"], self.backend)
 
     def units_done(self) -> int:
         """Train units (epochs, or steps when iteration-based) completed."""
@@ -339,7 +339,7 @@ class Runner:
             self._advance(count)
             self._call("after_train_iter")
             self._agree_on_stopping()
-        values = {name: float(metric.result()) for name, metric in self.metrics["train"].items()}
+        values = reduced_results(self.metrics["train"], self.backend)  # over every rank's data
         values["learning_rate"] = self.outputs.get("learning_rate", 0.0)
         self._finish_phase("train", values, time.perf_counter() - started)
         self._call("after_train_epoch")
@@ -362,7 +362,7 @@ class Runner:
         self.mode = "train"
 
     def _finish_phase(self, mode: str, values: dict[str, float], seconds: float) -> None:
-        self.phase_outputs = self.backend.reduce_metrics(values) if mode == "train" else values
+        self.phase_outputs = dict(values)
         skipped = getattr(self.inputter, "skipped", None)
         if self.pipeline["inputter"].get("skip_corrupt") and skipped is not None:
             # Examples of `mode` that inputter.skip_corrupt left out, when it counts them up front.

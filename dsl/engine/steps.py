@@ -101,8 +101,8 @@ def make_train_call(
 
     With a `strategy`, each step is `strategy.run(step, args=next(iterator))` (the iterator
     may be a distributed one), `average` is called in the replica context, and the loss
-    returned is the mean of this process's replicas (the backend's `reduce_metrics` averages
-    across processes, as for Horovod).
+    returned is the mean of this process's replicas (the epoch's metrics are combined across
+    processes from their states, dsl.engine.metric_reduction, as for Horovod).
     """
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
     step = make_step(model, modeler, optimizer, metrics, wrap_tape, replicas, jit_gradients=jit_compile and strategy is not None)
