@@ -18,7 +18,7 @@ Imports Horovod and TensorFlow: import it only from HorovodBackend.run_training.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -29,8 +29,14 @@ from dsl.callbacks.base import Callback
 from dsl.engine.contracts import ElasticRunner, RunnerView
 from dsl.errors import DslError
 
-if TYPE_CHECKING:
-    from backends.horovod import HorovodBackend
+
+class ElasticHorovod(Protocol):
+    """What the elastic loop uses of backends.horovod.HorovodBackend (which imports this module)."""
+
+    hvd: Any
+    elastic: dict[str, Any] | None
+
+    def refresh_placement(self) -> None: ...
 
 
 class TrainingState(ObjectState):
@@ -101,7 +107,7 @@ class _NotHorovod(Exception):
         self.error = error
 
 
-def run_elastic(backend: HorovodBackend, runner: ElasticRunner, train: Callable[[], None]) -> None:
+def run_elastic(backend: ElasticHorovod, runner: ElasticRunner, train: Callable[[], None]) -> None:
     """Run `train` under hvd.elastic.run until it finishes with the ranks there are then."""
     hvd = backend.hvd
     settings = backend.elastic

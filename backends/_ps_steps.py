@@ -11,15 +11,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import tensorflow as tf
 
 from dsl.engine.contracts import StepCall, StepParts
 from dsl.engine.steps import make_step
 
-if TYPE_CHECKING:
-    from backends.ps import ParameterServerBackend
+
+class ClusterBackend(Protocol):
+    """What the cluster train call uses of backends.ps.ParameterServerBackend (which imports this module)."""
+
+    coordinator: Any
+    strategy: Any
+
+    @property
+    def num_workers(self) -> int: ...
+    def per_worker_dataset_fn(self, dataset_fn: Callable[[], Any]) -> Callable[[], Any]: ...
 
 
 class DeferredData:
@@ -93,7 +101,7 @@ class ClusterTrainCall:
     waits for them, and the metrics are read from the ps tasks.
     """
 
-    def __init__(self, runner: StepParts, backend: ParameterServerBackend, traces: Counter[str]) -> None:
+    def __init__(self, runner: StepParts, backend: ClusterBackend, traces: Counter[str]) -> None:
         self.backend = backend
         self.coordinator = backend.coordinator
         strategy = backend.strategy

@@ -9,8 +9,7 @@ from __future__ import annotations
 import click
 
 from dsl import __version__
-from dsl.commands import COMMANDS
-from dsl.commands._common import user_errors
+from dsl.commands import COMMANDS, user_errors
 from dsl.plugins import add_plugin_option
 
 

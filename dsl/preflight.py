@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsl.commands._hosts import HostError, Ssh
+from dsl.commands import HostError, Ssh
 
 PROBE_SOURCE = Path(__file__).with_name("preflight_probe.py")
 MARKER = "DSLRUN-PROBE "

@@ -121,3 +121,12 @@ def warmup_steps(pipeline: dict[str, Any], steps_per_epoch: int | None) -> int:
     if not epochs or not steps_per_epoch:
         return 0
     return max(1, round(epochs * steps_per_epoch))
+
+
+def steps_per_epoch(num_examples: int | None, batch_size: int, world_size: int, drop_remainder: bool) -> int | None:
+    """Train steps per epoch on every rank: the same count everywhere, so no rank waits forever."""
+    if num_examples is None:
+        return None
+    per_rank = num_examples // world_size
+    steps = per_rank // batch_size if drop_remainder else math.ceil(per_rank / batch_size)
+    return max(steps, 0)

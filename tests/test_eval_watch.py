@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl.engine.watch import clear_done, mark_done, read_done
+from dsl.engine.rundir import clear_done, mark_done, read_done
 
 from e2e_support import DSLRUN, ENV
 

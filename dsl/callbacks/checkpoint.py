@@ -15,6 +15,7 @@ from typing import Any
 from dsl.callbacks._common import Cadence, format_value, save_checkpoint
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
 from dsl.callbacks.base import Callback
+from dsl.errors import DslError
 from dsl.registry import register
 
 
@@ -151,3 +152,26 @@ class Checkpoint(Callback):
         }
         path = write_best(Path(runner.model_dir), runner.model, record)
         runner.print(f"new best {self.best_monitor.name} {format_value(value)} at step {runner.step}: {path}")
+
+
+# What the engine needs of the best model (`--checkpoint best`, a restore of best/ckpt-N):
+# public here, the files themselves are _best.py's.
+def best_model_dir(model_dir: Path) -> str:
+    """model_dir/best, or an error saying how a run gets one."""
+    from dsl.callbacks._best import BEST_DIR, read_best
+
+    read_best(model_dir)  # finishes a swap of best/ that a crash interrupted
+    best = model_dir / BEST_DIR
+    if not (best / "checkpoint").is_file():
+        raise DslError(
+            f"--checkpoint best: {model_dir} has no best model ({best} does not exist); the checkpoint "
+            "callback keeps one with save_best, e.g. {type: checkpoint, save_best: {monitor: val/accuracy}}"
+        )
+    return str(best)
+
+
+def best_record(prefix: str) -> dict[str, Any] | None:
+    """The best.json beside checkpoint `prefix` when it describes that checkpoint (step, epoch, value)."""
+    from dsl.callbacks._best import record_of
+
+    return record_of(prefix)

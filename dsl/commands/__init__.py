@@ -6,6 +6,12 @@ import importlib
 
 import click
 
+# What other modules use of the commands' shared code (the CLI's error handling, preflight's ssh), public here.
+from dsl.commands._common import user_errors
+from dsl.commands._hosts import HostError, Ssh
+
+__all__ = ["COMMANDS", "HostError", "Ssh", "user_errors"]
+
 # Module names under dsl.commands, in the order `dslrun --help` lists them.
 _MODULES = ("validate", "show", "schema", "list", "run", "launch", "eval", "predict", "export", "data", "doctor")
 

@@ -122,7 +122,7 @@ def plan_remote_tasks(path: str, overrides: Sequence[str], hosts: Sequence[str],
     roles = task_roles(workers, num_ps, evaluator)
     placement = place(roles, hosts)
     counts = Counter(host for role, host in placement.items() if role[0] != "evaluator")
-    done_marker = [os.path.join(cwd, model_dir, "DONE")] if model_dir else []  # dsl.engine.watch.DONE_MARKER
+    done_marker = [os.path.join(cwd, model_dir, "DONE")] if model_dir else []  # dsl.engine.rundir.DONE_MARKER
     answers = ask_hosts(ssh, hosts, counts, interfaces, cwd, done_marker)
     free = {host: iter(ports) for host, (_, ports) in answers.items()}
     cluster: dict[str, list[str]] = {"chief": [], "worker": [], "ps": []}

@@ -221,7 +221,7 @@ def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, n
     model_dir = pipeline["runner"].get("model_dir")
     if host_names is None:
         if model_dir:
-            from dsl.engine.watch import clear_done
+            from dsl.engine.rundir import clear_done
 
             clear_done(Path(model_dir))  # a finished earlier run's marker would stop the evaluator at once
         tasks = plan_tasks(path, overrides, cluster_spec(workers, num_ps), evaluator)

@@ -79,7 +79,7 @@ def _check_inputs(inputs: tuple[str, ...], pipeline: dict[str, object]) -> None:
 
 
 def _problem(path: str, features: str) -> str | None:
-    from dsl.inputters._files import header_problem
+    from dsl.inputters import header_problem
 
     if features == "image":
         return header_problem(path)

@@ -25,7 +25,7 @@ from dsl.data_check.scaling import ScalingReport, scaling_at, scaling_report
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
 from dsl.errors import DslError
-from dsl.inputters._common import MODES, declared_modes
+from dsl.inputters import MODES, declared_modes
 from dsl.schedule_length import check_schedule_length
 
 # Problems reported one by one per split; past this, one line counts the rest.

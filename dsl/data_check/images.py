@@ -12,7 +12,7 @@ import hashlib
 import io
 from dataclasses import dataclass
 
-from dsl.inputters._files import TAIL_BYTES, bytes_problem
+from dsl.inputters import TAIL_BYTES, bytes_problem
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ how much of it there is: `Inputter.facts()`), then everything that needs those f
 
 from __future__ import annotations
 
-import math
 import os
 import random
 from collections.abc import Callable
@@ -83,15 +82,6 @@ def use_jit(setting: Any) -> bool:
     return bool(setting)
 
 
-def steps_per_epoch(num_examples: int | None, batch_size: int, world_size: int, drop_remainder: bool) -> int | None:
-    """Train steps per epoch on every rank: the same count everywhere, so no rank waits forever."""
-    if num_examples is None:
-        return None
-    per_rank = num_examples // world_size
-    steps = per_rank // batch_size if drop_remainder else math.ceil(per_rank / batch_size)
-    return max(steps, 0)
-
-
 def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> Any:
     """Build one component through the registry."""
     return lookup(kind, params["type"]).builder(params, context)
@@ -118,12 +108,7 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
     )
     inputter = build_section("inputter", pipeline["inputter"], context)
     context.learn(inputter.facts())
-    context.steps_per_epoch = steps_per_epoch(
-        inputter.num_examples("train") if inputter.has_source("train") else None,
-        batch_size or pipeline["inputter"]["batch_size"],
-        placement.world_size,
-        pipeline["inputter"].get("drop_remainder", True),
-    )
+    context.steps_per_epoch = inputter.steps_per_epoch(batch_size, placement.world_size)
     augmenter = build_section("augmenter", pipeline.get("augmenter") or {"type": "none"}, context)
     with scope if scope is not None else contextlib.nullcontext():
         model = build_section("network", pipeline["network"], context)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dsl.context import BuildContext, Placement
+from dsl.errors import DslError
 
 if TYPE_CHECKING:
-    from dsl.callbacks.base import Callback
     from dsl.scaling import Scaling
 
 Tensor = Any  # tf.Tensor
@@ -105,6 +105,21 @@ class Inputter(Protocol):
         builds every epoch inside one dataset (`tf.data` function), and an epoch must then
         be what the same int seed gives. `batch_size` is this replica's batch (the global
         `inputter.batch_size` divided by the replicas, dsl.scaling); None: `inputter.batch_size`."""
+        ...
+
+    def steps_per_epoch(self, batch_size: int | None, world_size: int) -> int | None:
+        """Train steps of one epoch when `world_size` replicas take `batch_size` examples each
+        (None: `inputter.batch_size`), the same on every rank; None without train data."""
+        ...
+
+    def explain_error(self, exc: Any) -> DslError | None:
+        """A TensorFlow error raised while reading this data, as a DslError naming the file at
+        fault; None when the data is not the cause."""
+        ...
+
+    def skipped_examples(self, mode: str) -> int | None:
+        """Examples of `mode` that `inputter.skip_corrupt` left out, when they are counted up
+        front (reported as the phase output `skipped_examples`); None otherwise."""
         ...
 
     def serving_inputs(self) -> list[ServingInput]:
@@ -225,7 +240,8 @@ class RunnerView(Protocol):
 class ElasticRunner(RunnerView, Protocol):
     """What an elastic backend needs beyond a callback's view: to save and move the position."""
 
-    def add_callback(self, callback: Callback) -> None: ...
+    # A dsl.callbacks.base.Callback: named by Any, as callbacks import this module for RunnerView.
+    def add_callback(self, callback: Any) -> None: ...
     def state_variables(self) -> list[Variable]: ...
     def position(self) -> dict[str, int]: ...
     def enter_world(self, step: int, epoch: int, epoch_examples: int) -> None: ...

@@ -112,11 +112,9 @@ def eval_preprocess(augmenter: Augmenter) -> Callable[[Tensor], Tensor] | None:
     return augmenter.eval if getattr(augmenter, "changes_data", True) else None
 
 
-def explain_failure(exc: Any, mode: str, step: int) -> DslError:
+def explain_failure(exc: Any, inputter: Inputter, mode: str, step: int) -> DslError:
     """A TensorFlow runtime error as one line: which file (the inputter knows) or which step."""
-    from dsl.inputters._pipeline import explain_data_error
-
-    explained: DslError | None = explain_data_error(exc)
+    explained = inputter.explain_error(exc)
     if explained is not None:
         return explained
     message = (exc.message or str(exc)).strip().splitlines()[0]

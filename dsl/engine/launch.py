@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.select import select_backend
+from dsl.callbacks.checkpoint import best_model_dir
 from dsl.engine.compiler import compile_pipeline, configure_tensorflow
 from dsl.engine.runner import Runner
 from dsl.errors import DslError
@@ -59,17 +60,3 @@ def restored_runner(pipeline: dict[str, Any], checkpoint: str | None) -> Runner:
             f"no checkpoint in {runner.model_dir / 'checkpoints'}; train the pipeline first or pass --checkpoint PATH"
         )
     return runner
-
-
-def best_model_dir(model_dir: Path) -> str:
-    """model_dir/best, or an error saying how a run gets one."""
-    from dsl.callbacks._best import BEST_DIR, read_best
-
-    read_best(model_dir)  # finishes a swap of best/ that a crash interrupted
-    best = model_dir / BEST_DIR
-    if not (best / "checkpoint").is_file():
-        raise DslError(
-            f"--checkpoint best: {model_dir} has no best model ({best} does not exist); the checkpoint "
-            "callback keeps one with save_best, e.g. {type: checkpoint, save_best: {monitor: val/accuracy}}"
-        )
-    return str(best)

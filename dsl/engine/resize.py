@@ -10,16 +10,13 @@ epoch-based run continues at the same point of it instead of replaying or skippi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tensorflow as tf
 
-from dsl.engine.compiler import steps_per_epoch as count_steps_per_epoch
-from dsl.engine.rundir import MetricsFile
+from dsl.engine.contracts import Backend, Inputter, Modeler
+from dsl.engine.run_state import World
 from dsl.scaling import scaling_for
-
-if TYPE_CHECKING:
-    from dsl.engine.runner import Runner
 
 
 class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -58,43 +55,15 @@ def schedule_offset(by_epoch: bool, epoch: int, position: int, steps_per_epoch: 
     return epoch * steps_per_epoch + position - iterations
 
 
-def enter_world(runner: Runner, step: int, epoch: int, epoch_examples: int) -> None:
-    """See `Runner.enter_world`: continue from a broadcast position with the ranks there are now."""
-    world = runner.placement.world_size
-    resized = world != runner.world_built
-    if resized:
-        runner.world_built = world
-        # The same policy at the new size: a global batch divided anew, or a per-rank batch
-        # whose growth rescales the learning rate (dsl/scaling.py).
-        runner.scaling = scaling_for(runner.pipeline, runner.backend.replicas_in_step())
-        runner.batch_size = runner.data.batch_size = runner.scaling.batch_size
-        runner.global_batch_size = runner.batch_size * world
-        runner.steps_per_epoch = count_steps_per_epoch(
-            runner.inputter.num_examples("train"), runner.batch_size, world, runner.drop_remainder
-        ) or 0
-        runner.context.steps_per_epoch = runner.steps_per_epoch
-        runner.data.check(runner.steps_per_epoch, world)
-    if (step, epoch) != (runner.step, runner.epoch):
-        runner.vals_done = 0  # rolled back: run the val phases there again rather than skip one
-    runner.step, runner.epoch = step, epoch
-    runner.data_position = batches_done(epoch_examples, runner.global_batch_size, runner.steps_per_epoch)
-    runner.iterator = None
-    # From the broadcast position, so that a rank that joined (built for this world, never
-    # shifted) and the survivors (rebuilt at every resize) follow one schedule.
-    offset = schedule_offset(runner.by_epoch, epoch, runner.data_position, runner.steps_per_epoch,
-                             int(runner.optimizer.iterations.numpy()))
-    if resized or offset != runner.schedule_offset:
-        runner.schedule_offset = offset
-        schedule = runner.modeler.learning_rate(runner.steps_per_epoch, runner.scaling.lr_factor)
-        runner.optimizer.learning_rate = ShiftedSchedule(schedule, offset) if offset else schedule
-        runner.compile_calls()
-    _take_up_role(runner)
+def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Backend) -> World:
+    """The world at the backend's size now: the same policy at every size (dsl/scaling.py) —
+    a global batch divided anew, or a per-rank batch whose growth rescales the learning rate."""
+    scaling = scaling_for(pipeline, backend.replicas_in_step())
+    size = backend.placement.world_size
+    return World(size, scaling, inputter.steps_per_epoch(scaling.batch_size, size) or 0)
 
 
-def _take_up_role(runner: Runner) -> None:
-    """After a world change, a rank that became the chief (rank 0's host was lost) writes the
-    metrics and runs the chief-only callbacks' `before_run` it skipped at the start."""
-    if runner.placement.is_chief and runner.metrics_file is None:
-        runner.metrics_file = MetricsFile(runner.model_dir, runner.metrics_format)
-    if runner.placement.is_chief:
-        runner.callback_list.start_skipped(runner)
+def shifted_schedule(modeler: Modeler, world: World, offset: int) -> Any:
+    """The learning rate of `world`, its schedule shifted by `offset` steps (see `schedule_offset`)."""
+    schedule = modeler.learning_rate(world.steps_per_epoch, world.scaling.lr_factor)
+    return ShiftedSchedule(schedule, offset) if offset else schedule

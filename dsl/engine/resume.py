@@ -10,54 +10,59 @@ The files themselves are dsl/engine/checkpointing.py's.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from dsl.engine.checkpointing import holds_training_state
+from dsl.callbacks.checkpoint import best_record
+from dsl.engine.callback_list import CallbackList
+from dsl.engine.checkpointing import Checkpoints, holds_training_state
+from dsl.engine.contracts import Backend, RunnerView
 from dsl.engine.phases import plan_phases
 from dsl.engine.resume_state import read_state
-from dsl.engine.watch import read_done
+from dsl.engine.run_state import Restored, RunState
+from dsl.engine.rundir import read_done
 from dsl.errors import DslError
-
-if TYPE_CHECKING:
-    from dsl.engine.runner import Runner
 
 ALL_PHASES = 1 << 30  # more val phases than any workflow runs at one position
 
 
-def restore(runner: Runner, weights_only: bool, option: str) -> None:
+class Restorable(RunnerView, Protocol):
+    """What a restore reads of the runner (it returns what changes; the runner applies it)."""
+
+    checkpoints: Checkpoints
+    callback_list: CallbackList
+    backend: Backend
+    resume: bool
+    resume_from: str | None
+    resume_flags: Any  # tf.Variable [resumed, val phases done, stopped]
+    state: dict[str, Any]  # the step/epoch/data_position variables of the checkpoint
+
+    def state_variables(self) -> list[Any]: ...
+
+
+def restore(runner: Restorable, weights_only: bool, option: str) -> Restored:
     """See `Runner.restore`."""
     checkpoints = runner.checkpoints
     candidates, explicit = checkpoints.candidates(runner.resume, runner.resume_from, option)
     if explicit and not holds_training_state(candidates[0]):
-        _restore_model_only(runner, candidates[0], option, weights_only)
-        return
+        return _restore_model_only(runner, candidates[0], option, weights_only)
     path = checkpoints.restore_newest_usable(candidates, explicit, weights_only, option)
-    runner.restored_from = path
-    vals_done = _read_resume_state(runner, path) if not weights_only else 0
+    loaded_state, vals_done = _read_resume_state(runner, path) if not weights_only else (None, 0)
     flags = runner.resume_flags
     flags.assign([int(path is not None), vals_done, int(runner.should_stop)])
-    state = runner.state
-    runner.backend.broadcast(runner.state_variables() + list(state.values()) + [flags])
-    runner.step = int(state["step"].numpy())
-    runner.epoch = int(state["epoch"].numpy())
-    runner.data_position = int(state["data_position"].numpy())
-    resumed, runner.vals_done, stopped = (int(value) for value in flags.numpy())
-    runner.resumed = bool(resumed)
-    if stopped and not runner.should_stop:
-        runner.request_stop("a callback of the chief ended the run")
+    runner.backend.broadcast(runner.state_variables() + list(runner.state.values()) + [flags])
+    step, epoch, data_position = (int(runner.state[name].numpy()) for name in ("step", "epoch", "data_position"))
+    resumed, vals_done, stopped = (int(value) for value in flags.numpy())
     listed = path is not None and checkpoints.is_listed(path)
-    runner.checkpoints.last_saved = (runner.step, path, runner.loaded_state) if listed and path else None
-    if path:
-        runner.restored_step, runner.restored_epoch = runner.step, runner.epoch
+    checkpoints.last_saved = (step, path, loaded_state) if listed and path else None
     if path and weights_only:
-        runner.notice(f"using checkpoint {path} (step {runner.step})")
+        runner.notice(f"using checkpoint {path} (step {step})")
+    return Restored(path, bool(resumed), step, epoch, data_position, vals_done, bool(stopped), loaded_state,
+                    step if path else None, epoch if path else None)
 
 
-def _restore_model_only(runner: Runner, path: str, option: str, weights_only: bool) -> None:
+def _restore_model_only(runner: Restorable, path: str, option: str, weights_only: bool) -> Restored:
     """A checkpoint of the model alone (checkpoint.save_best's best/ckpt-N): it serves eval,
     predict and export; the step it was taken at comes from best.json beside it."""
-    from dsl.callbacks._best import record_of
-
     if not weights_only:
         raise DslError(
             f"{option} {path}: the checkpoint holds the model's weights only (as checkpoint.save_best writes "
@@ -66,32 +71,30 @@ def _restore_model_only(runner: Runner, path: str, option: str, weights_only: bo
         )
     runner.checkpoints.restore_model(path, option)
     runner.backend.broadcast(list(runner.model.variables))
-    record = record_of(path) or {}
-    runner.resumed, runner.restored_from = True, path
-    runner.restored_step, runner.restored_epoch = record.get("step"), record.get("epoch")
-    runner.step, runner.epoch = runner.restored_step or 0, runner.restored_epoch or 0
+    record = best_record(path) or {}
     if "step" in record:
         detail = f"step {record['step']}, best {record.get('monitor')} {record.get('value')}"
     else:
         detail = "step unknown: no best.json beside it describes it"
     runner.notice(f"using checkpoint {path} ({detail})")
+    step, epoch = record.get("step"), record.get("epoch")
+    return Restored(path, True, step or 0, epoch or 0, restored_step=step, restored_epoch=epoch)
 
 
-def _read_resume_state(runner: Runner, path: str | None) -> int:
-    """Load the callbacks' state from the file beside the checkpoint; returns the val phases
-    done at the restored step."""
-    runner.loaded_state = None
+def _read_resume_state(runner: Restorable, path: str | None) -> tuple[dict[str, Any] | None, int]:
+    """The state file beside the checkpoint (the callbacks' state is loaded from it) and the
+    val phases done at the restored step."""
     if path is None:
-        return 0
+        return None, 0
     step = int(runner.state["step"].numpy())
-    runner.loaded_state = read_state(path, step)
-    if runner.loaded_state is None:
-        return _vals_done_by_marker(runner, path, step)
-    runner.callback_list.load_states(runner.loaded_state.get("callbacks", {}), runner)
-    return int(runner.loaded_state.get("val_phases_done", 0))
+    loaded = read_state(path, step)
+    if loaded is None:
+        return None, _vals_done_by_marker(runner, path, step)
+    runner.callback_list.load_states(loaded.get("callbacks", {}), runner)
+    return loaded, int(loaded.get("val_phases_done", 0))
 
 
-def _vals_done_by_marker(runner: Runner, path: str, step: int) -> int:
+def _vals_done_by_marker(runner: Restorable, path: str, step: int) -> int:
     """A checkpoint written before state files: when the run ended with it (model_dir/DONE
     names it), every phase at its step ran."""
     done = read_done(runner.model_dir)
@@ -101,27 +104,40 @@ def _vals_done_by_marker(runner: Runner, path: str, step: int) -> int:
     return 0
 
 
-def finished(runner: Runner) -> str | None:
+class Finishable(Protocol):
+    """What deciding that a resumed run is over reads."""
+
+    run_state: RunState
+    model_dir: Path
+    should_stop: bool
+    stop_reason: str
+    by_epoch: bool
+    max_epochs: int | None
+    max_iters: int | None
+    workflow: list[tuple[str, int]]
+
+
+def finished(runner: Finishable) -> str | None:
     """Why a resumed run has nothing left to do, or None. Every rank decides alike: the
     position and the resume flags are the chief's (broadcast by `restore`)."""
-    if not runner.resumed:
+    state = runner.run_state
+    if not state.resumed:
         return None
-    where = f"already finished at step {runner.step} ({runner.model_dir})"
+    where = f"already finished at step {state.step} ({runner.model_dir})"
     if runner.should_stop:  # a callback's restored state ends the run (early stopping's patience is spent)
         return f"{where}: {runner.stop_reason}"
     if runner.by_epoch:
-        key, unit, total = "max_epochs", "epoch", runner.max_epochs or 0
+        key, unit, total, done = "max_epochs", "epoch", runner.max_epochs or 0, state.epoch
     else:
-        key, unit, total = "max_iters", "step", runner.max_iters or 0
-    done = runner.units_done()
-    if done < total or (done == total and runner.vals_done < _val_phases_at(runner, total)):
+        key, unit, total, done = "max_iters", "step", runner.max_iters or 0, state.step
+    if done < total or (done == total and state.vals_done < _val_phases_at(runner, total)):
         return None
     if done > total:
         return f"{where}: it is at {unit} {done}, beyond runner.{key} {total}; raise runner.{key} to train further"
     return f"{where}; raise runner.{key} ({total}) to train further"
 
 
-def _val_phases_at(runner: Runner, units: int) -> int:
+def _val_phases_at(runner: Finishable, units: int) -> int:
     """How many val phases the workflow runs when `units` train units are done."""
     plan = plan_phases(runner.workflow, runner.max_epochs or runner.max_iters or 0, runner.by_epoch)
     return sum(1 for phase in plan if phase.mode == "val" and phase.start == units)

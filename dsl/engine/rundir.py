@@ -55,6 +55,31 @@ def write_pipeline(model_dir: Path, text: str) -> str | None:
     return warning
 
 
+# The end marker: the chief writes it when training ends normally (watch.py stops on it,
+# resume.py reads it for checkpoints older than state files).
+DONE_MARKER = "DONE"
+
+
+def clear_done(model_dir: Path) -> None:
+    """A run starts: the previous run's end marker no longer applies."""
+    (Path(model_dir) / DONE_MARKER).unlink(missing_ok=True)
+
+
+def mark_done(model_dir: Path, step: int, checkpoint: str | None) -> None:
+    """Training ended normally at `step`, its last checkpoint is `checkpoint`."""
+    text = json.dumps({"step": int(step), "checkpoint": Path(checkpoint).name if checkpoint else None})
+    atomic_write_text(Path(model_dir) / DONE_MARKER, text + "\n")
+
+
+def read_done(model_dir: Path) -> dict[str, Any] | None:
+    """The end marker's content, or None while the run is not over."""
+    try:
+        done: dict[str, Any] = json.loads((Path(model_dir) / DONE_MARKER).read_text(encoding="utf-8"))
+        return done
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 class MetricsFile:
     """Appends one record per phase to metrics.jsonl (or rewrites metrics.csv atomically)."""
 

@@ -34,15 +34,23 @@ from dsl.engine.metric_reduction import reduced_results
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import replicas_agree
-from dsl.engine.rundir import MetricsFile
+from dsl.engine.run_state import Read, RunState, World
+from dsl.engine.rundir import MetricsFile, clear_done, mark_done
 from dsl.engine.summaries import SummaryWriters
-from dsl.engine.watch import clear_done, mark_done
 from dsl.errors import DslError
 from dsl.scaling import Scaling
 
 
 class Runner:
     """Drives one process's share of the training; what callbacks may use is `contracts.RunnerView`."""
+
+    # Position, world and origin live in `run_state` (run_state.py), which only the runner writes.
+    step, epoch, data_position, vals_done = Read[int]("step"), Read[int]("epoch"), Read[int]("data_position"), \
+        Read[int]("vals_done")
+    scaling, steps_per_epoch = Read[Scaling]("world", "scaling"), Read[int]("world", "steps_per_epoch")
+    batch_size, global_batch_size = Read[int]("world", "batch_size"), Read[int]("world", "global_batch_size")
+    resumed, restored_from = Read[bool]("resumed"), Read["str | None"]("restored_from")
+    restored_step, restored_epoch = Read["int | None"]("restored_step"), Read["int | None"]("restored_epoch")
 
     def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, scaling: Scaling, resume: bool = True,
                  resume_from: str | None = None) -> None:
@@ -68,11 +76,7 @@ class Runner:
         self.by_epoch = self.max_epochs is not None
         self.steps_per_call: int = params["steps_per_call"]
         self.val_steps: int | None = params.get("val_steps")
-        self.scaling = scaling  # this replica's batch and the learning-rate factor (dsl/scaling.py)
-        self.batch_size: int = self.scaling.batch_size
-        self.drop_remainder: bool = pipeline["inputter"].get("drop_remainder", True)
-        self.global_batch_size = self.batch_size * self.placement.world_size
-        self.steps_per_epoch: int = self.context.steps_per_epoch or 0
+        self.run_state = RunState(World(self.placement.world_size, scaling, self.context.steps_per_epoch or 0))
         self.data = DataFeed(compiled.inputter, compiled.augmenter, backend, self.batch_size, seed)
         self.data.check(self.steps_per_epoch, self.placement.world_size)
 
@@ -91,11 +95,6 @@ class Runner:
         self._val_call: StepCall
         self.compile_calls()
 
-        # Position: train steps done, data epochs done, batches consumed in the current epoch.
-        self.step = 0
-        self.epoch = 0
-        self.data_position = 0
-        self.vals_done = 0  # val phases run at the current position (since the last train unit ended)
         self._generators = random_generators(self.model)
         rng = {"rng": self._generators} if self._generators else {}
         self.checkpoints = Checkpoints({"model": self.model, "optimizer": self.optimizer, **self.state, **rng},
@@ -103,11 +102,7 @@ class Runner:
         self.metrics_format: str = params["metrics_format"]
         self.metrics_file = MetricsFile(self.model_dir, self.metrics_format) if self.placement.is_chief else None
         self.summaries = SummaryWriters(self.model_dir, self.placement)
-        self.iterator: Any = None
         self._graph_args: tuple[Any, ...] | None = None
-        self.loaded_state: dict[str, Any] | None = None  # the state file of the restored checkpoint
-        self.world_built = self.placement.world_size
-        self.schedule_offset = 0  # steps the learning-rate schedule is shifted by (elastic resizes)
 
         self.mode = "train"
         self.inner_step = 0
@@ -116,15 +111,8 @@ class Runner:
         self.phase_outputs: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []
         self.iter_seconds = 0.0
-        self.should_stop = False
-        self.failed = False
-        self.stop_reason = ""
-        self.resumed = False
+        self.should_stop, self.failed, self.stop_reason = False, False, ""  # request_stop / fail
         self.already_finished: str | None = None  # why a re-run had nothing to do
-        self.restored_from: str | None = None
-        # Where the restored weights were taken (None for a best/ checkpoint without best.json).
-        self.restored_step: int | None = None
-        self.restored_epoch: int | None = None
         self._signal = 0  # SIGTERM/SIGINT received: save and exit 128 + signal
 
     # -------------------------------------------------------- public API for callbacks
@@ -187,13 +175,26 @@ class Runner:
         return {"step": self.step, "epoch": self.epoch, "epoch_examples": self.data_position * self.global_batch_size}
 
     def enter_world(self, step: int, epoch: int, epoch_examples: int) -> None:
-        """Continue from `position()` values with the ranks there are now (Horovod elastic).
-
-        With another number of ranks the global batch, the steps per epoch and the learning-
-        rate scale change: the data is sharded anew, the schedule rebuilt (shifted so an
-        epoch-based run keeps its progress through it) and the step functions traced again.
-        """
-        resize.enter_world(self, step, epoch, epoch_examples)
+        """Continue from `position()` values with the ranks there are now (Horovod elastic): with
+        another number the batches, steps per epoch and learning rate change (resize.py), the data
+        is sharded anew, the schedule rebuilt and shifted, and the step functions traced again."""
+        resized = self.placement.world_size != self.run_state.world.size
+        if resized:  # the same policy at the new size (dsl/scaling.py)
+            self.run_state.world = resize.world_for(self.pipeline, self.inputter, self.backend)
+            self.data.batch_size, self.context.steps_per_epoch = self.batch_size, self.steps_per_epoch
+            self.data.check(self.steps_per_epoch, self.placement.world_size)
+        self.run_state.move_to(step, epoch, resize.batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch))
+        # From the broadcast position, so that a rank that joined (built for this world, never
+        # shifted) and the survivors (rebuilt at every resize) follow one schedule.
+        offset = resize.schedule_offset(self.by_epoch, epoch, self.data_position, self.steps_per_epoch,
+                                        int(self.optimizer.iterations.numpy()))
+        if resized or offset != self.run_state.schedule_offset:
+            self.run_state.schedule_offset = offset
+            self.optimizer.learning_rate = resize.shifted_schedule(self.modeler, self.run_state.world, offset)
+            self.compile_calls()
+        if self.placement.is_chief:  # a rank that became the chief (rank 0's host was lost) takes up its role
+            self.metrics_file = self.metrics_file or MetricsFile(self.model_dir, self.metrics_format)
+            self.callback_list.start_skipped(self)
 
     def compile_calls(self) -> None:
         """(Re)build the backend's compiled train and eval calls (traced at their first call)."""
@@ -229,7 +230,7 @@ class Runner:
             if self.placement.is_chief and not self._signal and not self.failed:
                 mark_done(self.model_dir, self.step, self.checkpoints.latest)
         except tf.errors.OpError as exc:
-            raise explain_failure(exc, self.mode, self.step) from None
+            raise explain_failure(exc, self.inputter, self.mode, self.step) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -254,7 +255,10 @@ class Runner:
         and the position and leaves the optimizer alone: its slots need not fit (a ps run
         saves them per shard); it also takes a checkpoint of the model alone (best/).
         """
-        resume.restore(self, weights_only, option)
+        restored = resume.restore(self, weights_only, option)
+        self.run_state.apply(restored)
+        if restored.stopped and not self.should_stop:
+            self.request_stop("a callback of the chief ended the run")
 
     def watch(self, mode: str = "val", timeout: float | None = None) -> int:
         """Evaluate each checkpoint the run writes, once, until it ends (dsl/engine/watch.py)."""
@@ -271,6 +275,10 @@ class Runner:
             raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
         self._val_call(self.data.eval_iterator(mode), tf.constant(steps, tf.int32))
         return reduced_results(self.metrics["val"], self.backend)
+
+    def take_restored_position(self) -> None:
+        """The step and epoch of the checkpoint a weights reader just restored (eval --watch)."""
+        self.run_state.move_to(int(self.state["step"].numpy()), int(self.state["epoch"].numpy()), 0)
 
     def units_done(self) -> int:
         """Train units (epochs, or steps when iteration-based) completed."""
@@ -357,37 +365,28 @@ class Runner:
         self.inner_step = self.phase_steps
         self._call("after_val_iter")
         self._finish_phase("val", dict(self.outputs), time.perf_counter() - started)
-        self.vals_done += 1
+        self.run_state.vals_done += 1
         self._call("after_val_epoch")
         self.mode = "train"
 
     def _finish_phase(self, mode: str, values: dict[str, float], seconds: float) -> None:
         self.phase_outputs = dict(values)
-        skipped = getattr(self.inputter, "skipped", None)
-        if self.pipeline["inputter"].get("skip_corrupt") and skipped is not None:
-            # Examples of `mode` that inputter.skip_corrupt left out, when it counts them up front.
-            self.phase_outputs["skipped_examples"] = len(skipped.get(mode, []))
+        skipped = self.inputter.skipped_examples(mode)  # by inputter.skip_corrupt, when it counts them up front
+        if skipped is not None:
+            self.phase_outputs["skipped_examples"] = skipped
         self.history.append({"mode": mode, "epoch": self.epoch, "step": self.step, **self.phase_outputs})
         self.log_metrics(mode, {**self.phase_outputs, "seconds": round(seconds, 3)})
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""
-        if self.iterator is None:
-            self.iterator = self.data.train_iterator(self.epoch, self.data_position, self.steps_per_epoch)
-        return self.iterator, min(wanted, self.steps_per_epoch - self.data_position)
+        if self.run_state.iterator is None:
+            self.run_state.iterator = self.data.train_iterator(self.epoch, self.data_position, self.steps_per_epoch)
+        return self.run_state.iterator, min(wanted, self.steps_per_epoch - self.data_position)
 
     def _advance(self, count: int) -> None:
-        self.step += count
+        # A complete data epoch is counted before after_train_epoch; the iterator goes on into the next.
         self.inner_step += count
-        self.data_position += count
-        if not self.by_epoch:
-            self.vals_done = 0  # a new position: its val phases are still to run
-        if self.data_position >= self.steps_per_epoch:
-            # The data epoch is complete: callbacks at after_train_epoch see it counted. The
-            # iterator goes on into the next epoch (DataFeed.train).
-            self.epoch += 1
-            self.data_position = 0
-            self.vals_done = 0
+        self.run_state.advance(count, self.by_epoch)
 
     def _call(self, point: str) -> None:
         self.callback_list.call(point, self)

@@ -23,35 +23,21 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from dsl.engine.runner import Runner
-
-DONE_MARKER = "DONE"
-
-
-def clear_done(model_dir: Path) -> None:
-    """A run starts: the previous run's end marker no longer applies."""
-    (Path(model_dir) / DONE_MARKER).unlink(missing_ok=True)
+from dsl.engine.checkpointing import Checkpoints
+from dsl.engine.contracts import RunnerView
+from dsl.engine.rundir import MetricsFile, read_done
 
 
-def mark_done(model_dir: Path, step: int, checkpoint: str | None) -> None:
-    """Training ended normally at `step`, its last checkpoint is `checkpoint`."""
-    from dsl.engine.rundir import atomic_write_text
+class Watcher(RunnerView, Protocol):
+    """What continuous evaluation uses of the runner."""
 
-    text = json.dumps({"step": int(step), "checkpoint": Path(checkpoint).name if checkpoint else None})
-    atomic_write_text(Path(model_dir) / DONE_MARKER, text + "\n")
+    checkpoints: Checkpoints
+    metrics_file: MetricsFile | None
 
-
-def read_done(model_dir: Path) -> dict[str, Any] | None:
-    """The end marker's content, or None while the run is not over."""
-    try:
-        done: dict[str, Any] = json.loads((Path(model_dir) / DONE_MARKER).read_text(encoding="utf-8"))
-        return done
-    except (FileNotFoundError, ValueError):
-        return None
-
+    def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]: ...
+    def take_restored_position(self) -> None: ...
 
 def list_checkpoints(directory: Path) -> list[str]:
     """Checkpoint prefixes CheckpointManager lists in `directory`, oldest first (complete ones only)."""
@@ -65,7 +51,7 @@ def list_checkpoints(directory: Path) -> list[str]:
     return sorted((p for p in resolved if Path(f"{p}.index").exists()), key=_checkpoint_number)
 
 
-def final_step(runner: Runner) -> int | None:
+def final_step(runner: Watcher) -> int | None:
     """The step a run of this pipeline ends at on one process (None when unknown)."""
     if runner.max_iters:
         return int(runner.max_iters)
@@ -74,7 +60,7 @@ def final_step(runner: Runner) -> int | None:
     return None
 
 
-def watch(runner: Runner, *, mode: str = "val", timeout: float | None = None, poll_seconds: float = 1.0) -> int:
+def watch(runner: Watcher, *, mode: str = "val", timeout: float | None = None, poll_seconds: float = 1.0) -> int:
     """Evaluate new checkpoints of `runner.model_dir` until the run ends; returns the exit status.
 
     Exit status 0 when the run's end was seen, 1 when `timeout` seconds passed without a new
@@ -109,7 +95,7 @@ def watch(runner: Runner, *, mode: str = "val", timeout: float | None = None, po
     return 0
 
 
-def evaluate_checkpoint(runner: Runner, path: str, mode: str) -> bool:
+def evaluate_checkpoint(runner: Watcher, path: str, mode: str) -> bool:
     """Restore `path`, evaluate, record; False when the checkpoint vanished before it was read."""
     import tensorflow as tf
 
@@ -121,8 +107,7 @@ def evaluate_checkpoint(runner: Runner, path: str, mode: str) -> bool:
     except (tf.errors.NotFoundError, ValueError) as exc:
         runner.notice(f"eval --watch: checkpoint {path} was removed before it was evaluated ({type(exc).__name__})")
         return False
-    runner.step = int(runner.state["step"].numpy())
-    runner.epoch = int(runner.state["epoch"].numpy())
+    runner.take_restored_position()
     values = runner.evaluate(mode)
     name = Path(path).name
     runner.log_metrics("eval", {"checkpoint": name, "data": mode, **values})
@@ -136,7 +121,7 @@ def evaluate_checkpoint(runner: Runner, path: str, mode: str) -> bool:
     return True
 
 
-def _already_evaluated(runner: Runner) -> set[str]:
+def _already_evaluated(runner: Watcher) -> set[str]:
     metrics = runner.metrics_file
     if metrics is None:
         return set()

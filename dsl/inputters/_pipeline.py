@@ -33,6 +33,7 @@ import tensorflow as tf
 from dsl.errors import DslError
 from dsl.inputters._common import MODES, Listing
 from dsl.inputters._files import SIGNATURES, header_problem
+from dsl.scaling import steps_per_epoch
 
 AUTOTUNE = tf.data.AUTOTUNE
 ASSERT_MARKER = "dslrun-data-error"
@@ -114,6 +115,19 @@ class BaseInputter:
 
     def num_examples(self, mode: str) -> int:
         raise NotImplementedError
+
+    def steps_per_epoch(self, batch_size: int | None, world_size: int) -> int | None:
+        if not self.has_source("train"):
+            return None
+        return steps_per_epoch(self.num_examples("train"), batch_size or self.params["batch_size"], world_size,
+                               self.params.get("drop_remainder", True))
+
+    def explain_error(self, exc: Any) -> DslError | None:
+        return explain_data_error(exc)
+
+    def skipped_examples(self, mode: str) -> int | None:
+        skipped: dict[str, list[str]] | None = getattr(self, "skipped", None)  # listing inputters count them
+        return len(skipped.get(mode, [])) if self.params.get("skip_corrupt") and skipped is not None else None
 
     def dataset(
         self,
