@@ -4,7 +4,8 @@ A pipeline only ever *names* a `type`; it never names code to import. Code that 
 types comes from two places the user controls, never from the YAML:
 
 - installed plugins: packages that declare an entry point in the group `dslrun.plugins`
-  (each entry point names a module that calls `dsl.registry.register` at import), loaded
+  (each entry point names a module that calls `dsl.registry.register` at import, or
+  `dsl.backend_registry.register_backend` for a backend), loaded
   by the commands that build a pipeline (`run`, `eval`, `predict`, `export`);
 - `--plugin MODULE` (repeatable) on any command that reads a pipeline: the module is
   imported before the pipeline is checked or compiled.
@@ -46,16 +47,17 @@ def installed_plugins() -> list[tuple[str, str]]:
 def load_plugins(modules: Sequence[str], installed: bool) -> list[str]:
     """Import the `--plugin` modules (and, with `installed`, every installed plugin); returns their names.
 
-    The built-in components are registered first, so a plugin reusing a built-in type name
-    is the one reported.
+    The built-in components and backends are registered first, so a plugin reusing a built-in
+    type or backend name is the one reported.
     """
     wanted = [(f"installed plugin {name!r}", module) for name, module in installed_plugins()] if installed else []
     wanted += [(f"--plugin {module}", module) for module in modules]
     if not wanted:
         return []
-    from dsl import registry
+    from dsl import backend_registry, registry
 
     registry.load_all()
+    backend_registry.load_all()
     loaded = []
     for origin, module in wanted:
         _import(origin, module.split(":")[0].strip())
