@@ -6,7 +6,8 @@ types comes from two places the user controls, never from the YAML:
 - installed plugins: packages that declare an entry point in the group `dslrun.plugins`
   (each entry point names a module that calls `dsl.registry.register` at import, or
   `dsl.backend_registry.register_backend` for a backend), loaded
-  by the commands that build a pipeline (`run`, `eval`, `predict`, `export`);
+  by the commands that build a pipeline (`run`, `eval`, `predict`, `export`) and by
+  `doctor`, which lists the backends this installation can run (a plugin's among them);
 - `--plugin MODULE` (repeatable) on any command that reads a pipeline: the module is
   imported before the pipeline is checked or compiled.
 
@@ -28,8 +29,9 @@ from dsl.errors import DslError
 
 ENTRY_POINT_GROUP = "dslrun.plugins"
 
-# Commands that build a pipeline load installed plugins too; the others only take --plugin.
-LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export"})
+# Commands that build a pipeline (and doctor, which reports the installation) load installed
+# plugins too; the others only take --plugin.
+LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "doctor"})
 TAKES_PLUGIN = LOADS_INSTALLED | {"validate", "show", "schema", "list"}
 
 

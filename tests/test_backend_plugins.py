@@ -175,3 +175,44 @@ def test_a_plugin_backend_trains_a_pipeline_through_the_cli(tmp_path: Path, plug
     assert [(r["mode"], r["step"]) for r in records] == [("train", 4)]
     saved = (tmp_path / "run" / "pipeline.yaml").read_text()
     assert "backend: toy" in saved and "greeting: hi from the plugin" in saved
+
+
+def backend_name_tests(root: Path) -> list[str]:
+    """Comparisons of something called backend with a built-in backend's name, outside the
+    backends' own files (their class modules, private helpers and registrations)."""
+    import ast
+
+    built_in = {"local", "horovod", "collective", "ps"}
+    own = {f"{name}.py" for name in built_in} | {f"{name}_spec.py" for name in built_in}
+    found = []
+    for path in sorted([*(root / "dsl").rglob("*.py"), *(root / "backends").glob("*.py")]):
+        if path.parent.name == "backends" and (path.name in own or path.name.startswith("_")):
+            continue
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.Compare):
+                continue
+            segment = ast.get_source_segment(text, node) or ""
+            names = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if "backend" in segment.lower() and names & built_in:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {segment}")
+    return found
+
+
+def test_no_module_tests_a_backends_name() -> None:
+    """select, launch, doctor, the checks and scaling ask the registry what a backend can do."""
+    assert backend_name_tests(Path(__file__).resolve().parent.parent) == []
+
+
+def test_the_name_finder_finds_a_name_test(tmp_path: Path) -> None:
+    (tmp_path / "dsl").mkdir()
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "dsl" / "rule.py").write_text('def f(runner):\n    return runner.get("backend") in ("local", "ps")\n')
+    assert backend_name_tests(tmp_path) == ['dsl/rule.py:2: runner.get("backend") in ("local", "ps")']
+
+
+def test_doctor_lists_an_installed_plugin_backend(tmp_path: Path, plugin_dir: Path) -> None:
+    result = dslrun(["doctor", "--json"], plugin_dir, tmp_path)
+    support = json.loads(result.stdout)["backends"]
+    assert list(support) == ["local", "horovod", "collective", "ps", "toy"]
+    assert support["toy"] is None  # its registration's doctor check finds nothing missing
