@@ -162,6 +162,9 @@ def test_every_built_in_backend_is_a_registration() -> None:
     assert ps.can("asynchronous", {"ps": {"mode": "cluster"}})
     assert not ps.can("asynchronous", {"ps": {"mode": "central_storage"}})
     assert [spec.name for spec in backend_registry.with_capability("elastic")] == ["horovod"]
+    # What an elastic horovodrun starts from when runner.elastic is null (backends.horovod).
+    assert backend_registry.lookup("horovod").defaults("elastic") == {
+        "min_workers": 1, "max_workers": None, "commit_every_n_steps": 20}
 
 
 @pytest.mark.slow
