@@ -180,11 +180,11 @@ def load_all() -> None:
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
     package = importlib.import_module(BUILT_IN_PACKAGE)
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.endswith(SPEC_SUFFIX) and not info.name.startswith("_"):
             importlib.import_module(f"{BUILT_IN_PACKAGE}.{info.name}")
+    _LOADED = True
 
 
 def backends() -> list[BackendSpec]:

@@ -6,6 +6,7 @@ The composition root: the one module of the engine that meets the concrete backe
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
     """Select and set up the backend, configure TensorFlow, compile every section."""
     backend = select_backend(pipeline["runner"])
     backend.setup()
-    elastic = backend_registry.lookup(backend.name).can("elastic", pipeline["runner"])
+    spec = backend_registry.resolve(pipeline["runner"].get("backend", backend_registry.AUTO), os.environ)
+    elastic = spec.can("elastic", pipeline["runner"])
     if pipeline["runner"].get("elastic") is not None and not elastic and backend.placement.is_chief:
-        print(f"dslrun: runner.elastic has no effect on the {backend.name} backend: the ranks are fixed",
+        print(f"dslrun: runner.elastic has no effect on the {spec.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
     scaling = scaling_for(pipeline, backend.replicas_in_step())
     seed = configure_tensorflow(pipeline)
