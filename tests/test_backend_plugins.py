@@ -219,3 +219,12 @@ def test_doctor_lists_an_installed_plugin_backend(tmp_path: Path, plugin_dir: Pa
     support = json.loads(result.stdout)["backends"]
     assert list(support) == ["local", "horovod", "collective", "ps", "toy"]
     assert support["toy"] is None  # its registration's doctor check finds nothing missing
+
+
+def test_registrations_import_neither_tensorflow_nor_horovod() -> None:
+    """`dslrun validate` reads every registration: they import their backend's code only in `create`."""
+    code = ("import sys\nfrom dsl import backend_registry, schema\nbackend_registry.load_all()\nschema.schema_text()\n"
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'horovod', 'mpi4py', 'keras')"
+            " or m in ('backends.horovod', 'backends.ps', 'backends.collective', 'backends.base'))\nprint(loaded)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
