@@ -46,9 +46,9 @@ def _elastic_settings(runner_params: dict[str, Any]) -> dict[str, Any] | None:
     """runner.elastic (its defaults when null) under an elastic horovodrun; None otherwise."""
     if os.environ.get("HOROVOD_ELASTIC") != "1":
         return None
-    from dsl.sections import RUNNER_PARAMS
+    from dsl.backend_registry import lookup
 
-    defaults = {key: prop["default"] for key, prop in RUNNER_PARAMS["elastic"]["properties"].items()}
+    defaults = lookup(HorovodBackend.name).defaults("elastic")
     return {**defaults, **(runner_params.get("elastic") or {})}
 
 

@@ -1,4 +1,8 @@
-"""Pick the backend a pipeline asks for (`runner.backend`), `auto` from the environment."""
+"""Pick the backend a pipeline asks for (`runner.backend`), `auto` from the environment.
+
+Every backend is a registration (dsl.backend_registry, `backends/*_spec.py` or a plugin):
+this module asks the registry, so a new backend needs no edit here.
+"""
 
 from __future__ import annotations
 
@@ -7,40 +11,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from backends.base import Backend
-from dsl.errors import DslError
-
-# Variables set by horovodrun (HOROVOD_*), OpenMPI's mpirun (OMPI_*) and PMI launchers.
-_LAUNCHER_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+from dsl import backend_registry
+from dsl.errors import DslError, RegistryError
 
 
 def launched_by_distributed_launcher(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether horovodrun or mpirun started this process."""
+    """Whether a launcher `auto` recognises (horovodrun, mpirun, ...) started this process."""
     env = os.environ if environ is None else environ
-    return any(name in env for name in _LAUNCHER_VARIABLES)
+    return any(spec.auto is not None and spec.auto is not backend_registry.always and spec.auto(env)
+               for spec in backend_registry.auto_order())
 
 
 def select_backend(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Backend:
     """The backend instance for `runner.backend`; a clear error for one that is unavailable."""
-    name = runner_params.get("backend", "auto")
-    if name == "auto":
-        name = "horovod" if launched_by_distributed_launcher(environ) else "local"
-    if name == "local":
-        from backends.local import LocalBackend
-
-        return LocalBackend(runner_params)
-    if name == "horovod":
-        from backends.horovod import HorovodBackend
-
-        return HorovodBackend(runner_params)
-    if name == "ps":
-        from backends.ps import ParameterServerBackend
-
-        return ParameterServerBackend(runner_params, environ)
-    if name == "collective":
-        from backends.collective import CollectiveBackend
-
-        return CollectiveBackend(runner_params, environ)
-    raise DslError(
-        f"runner.backend resolved to {name!r}, which this version of dslrun does not provide "
-        "(available: local, horovod, ps, collective). Run without horovodrun/mpirun, or set runner.backend: local."
-    )
+    env = os.environ if environ is None else environ
+    name = runner_params.get("backend", backend_registry.AUTO)
+    try:
+        spec = backend_registry.resolve(name, env)
+    except RegistryError:
+        raise DslError(
+            f"runner.backend resolved to {name!r}, which this version of dslrun does not provide "
+            f"(available: {', '.join(backend_registry.names())}). Run without horovodrun/mpirun, or set "
+            f"runner.backend: {backend_registry.fallback().name}."
+        ) from None
+    backend: Backend = spec.create(runner_params, environ)
+    return backend

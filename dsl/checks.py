@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dsl import registry
+from dsl import backend_registry, registry
 from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
 from dsl.outputs import check_phase_outputs
 from dsl.schedule_length import check_schedule_length
-from dsl.sections import RUNNER_PARAMS
 
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
 
@@ -29,12 +28,16 @@ def run_checks(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]
     return found
 
 
-def _line(sources: SourceMap, path: JsonPath) -> str:
-    """Where `path` was written, as file:line, or "the default" when no file wrote it."""
+def written_at(sources: SourceMap, path: JsonPath) -> str:
+    """Where `path` was written, as file:line, or "the default" when no file wrote it (for a
+    message that points at a second place; a backend's own rules use it too)."""
     if path not in sources:
         return "the default"
     where = sources.locate(path)
     return f"{where.file}:{where.line}"
+
+
+_line = written_at
 
 
 def check_training_length(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
@@ -229,19 +232,22 @@ def check_lr_schedule(pipeline: dict[str, Any], sources: SourceMap) -> list[Diag
 
 
 def check_elastic(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """runner.elastic: a worker range that can hold, on a backend that can change size."""
+    """runner.elastic: a worker range that can hold, on a backend that can change size (its capability)."""
     runner = pipeline.get("runner", {})
     elastic = runner.get("elastic")
     if not isinstance(elastic, dict):
         return []
     found = []
     backend = runner.get("backend", "auto")
-    if backend in ("local", "ps", "collective"):
+    running = backend_registry.candidates(runner)
+    if running and not any(spec.can("elastic", runner) for spec in running):
+        capable = backend_registry.with_capability("elastic", runner)
         path: JsonPath = ("runner", "elastic")
         found.append(Diagnostic.at(
             sources.locate(path, key=True), path,
-            f"runner.elastic needs Horovod, but runner.backend is {backend} "
-            f"({_line(sources, ('runner', 'backend'))}); set runner.backend: horovod or auto, or remove runner.elastic",
+            f"runner.elastic needs {backend_registry.either([spec.title for spec in capable])}, but runner.backend is "
+            f"{backend} ({_line(sources, ('runner', 'backend'))}); set runner.backend: {_choices(capable)}, "
+            "or remove runner.elastic",
         ))
     low, high = elastic.get("min_workers", 1), elastic.get("max_workers")
     if isinstance(high, int) and isinstance(low, int) and high < low:
@@ -254,80 +260,92 @@ def check_elastic(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnost
 
 
 def check_precision(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """runner.precision mixed_float16 needs loss scaling, which TensorFlow refuses under parameter servers."""
+    """runner.precision mixed_float16 needs loss scaling, which some backends cannot do (their capability)."""
     runner = pipeline.get("runner", {})
-    if runner.get("precision") != "mixed_float16" or runner.get("backend") != "ps":
+    running = backend_registry.candidates(runner)
+    if runner.get("precision") != "mixed_float16" or not running or any(s.can("loss_scaling", runner) for s in running):
         return []
+    capable = [spec.name for spec in backend_registry.auto_order() if spec.can("loss_scaling", runner)]
     path: JsonPath = ("runner", "precision")
     return [Diagnostic.at(
         sources.locate(path), path,
-        f"mixed_float16 needs loss scaling, which TensorFlow does not support with parameter servers "
-        f"(runner.backend is ps, {_line(sources, ('runner', 'backend'))}); use mixed_bfloat16, or "
-        "runner.backend: horovod or local",
+        f"mixed_float16 needs loss scaling, which {running[0].refusal('loss_scaling')} "
+        f"(runner.backend is {runner.get('backend')}, {_line(sources, ('runner', 'backend'))}); use mixed_bfloat16, or "
+        f"runner.backend: {backend_registry.either(capable)}",
     )]
 
 
 def check_sync_batch_norm(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """runner.horovod.sync_batch_norm acts on Horovod ranks only: on another backend it would be ignored."""
+    """A backend's sync_batch_norm switch acts on that backend's replicas only: a backend that cannot
+    synchronise batch norm would ignore it, and one that can reads its own switch.
+
+    The switch of a backend with `exclusive_settings` is reported with the rest of its
+    settings (check_backend_settings).
+    """
     runner = pipeline.get("runner", {})
-    horovod = runner.get("horovod")
+    running = backend_registry.candidates(runner)
     backend = runner.get("backend", "auto")
-    if not isinstance(horovod, dict) or horovod.get("sync_batch_norm") is not True or backend not in ("local", "ps"):
-        return []
-    path: JsonPath = ("runner", "horovod", "sync_batch_norm")
-    return [Diagnostic.at(
-        sources.locate(path), path,
-        f"sync_batch_norm synchronises Horovod ranks, but runner.backend is {backend} "
-        f"({_line(sources, ('runner', 'backend'))}), so it would have no effect; set runner.backend: horovod "
-        "or auto, or remove it",
-    )]
+    found = []
+    for owner in backend_registry.backends():
+        switch = owner.capabilities.sync_batch_norm
+        if not running or switch is None or owner.capabilities.exclusive_settings or owner in running:
+            continue
+        key, _, leaf = switch.partition(".")
+        section = runner.get(key)
+        if not isinstance(section, dict) or section.get(leaf) is not True:
+            continue
+        path: JsonPath = ("runner", key, leaf)
+        own = [spec.capabilities.sync_batch_norm for spec in running if spec.capabilities.sync_batch_norm]
+        if own:
+            message = (f"runner.backend is {backend} ({_line(sources, ('runner', 'backend'))}), which does not read "
+                       f"runner.{key}; set runner.{own[0]}: true instead")
+        else:
+            message = (f"{leaf} synchronises {owner.title} ranks, but runner.backend is {backend} "
+                       f"({_line(sources, ('runner', 'backend'))}), so it would have no effect; set runner.backend: "
+                       f"{_choices([owner])}, or remove it")
+        found.append(Diagnostic.at(sources.locate(path), path, message))
+    return found
 
 
-def check_ps_cluster_cache(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """inputter.cache cannot run on a ps cluster: each worker builds its data inside a graph,
-    where the up-front cache pass cannot run."""
-    runner = pipeline.get("runner", {})
-    ps = runner.get("ps")
-    cache = pipeline.get("inputter", {}).get("cache")
-    if runner.get("backend") != "ps" or not isinstance(ps, dict) or ps.get("mode") != "cluster" or cache is not True:
-        return []
-    path: JsonPath = ("inputter", "cache")
-    return [Diagnostic.at(
-        sources.locate(path), path,
-        f"inputter.cache: true is not supported by runner.ps.mode: cluster ({_line(sources, ('runner', 'ps', 'mode'))}): "
-        "each worker builds its own data in a graph, where the up-front cache pass cannot run; set inputter.cache: false",
-    )]
-
-
-def check_collective(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """runner.collective acts on the collective backend only; Horovod's sync_batch_norm has its own key there.
+def check_backend_settings(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """The settings of a backend with `exclusive_settings` act on that backend only.
 
     Settings equal to their defaults are no error: `dslrun show` writes every default out.
     """
     runner = pipeline.get("runner", {})
     backend = runner.get("backend", "auto")
     found = []
-    defaults = {key: prop["default"] for key, prop in RUNNER_PARAMS["collective"]["properties"].items()}
-    collective = runner.get("collective")
-    changed = sorted(key for key, value in (collective if isinstance(collective, dict) else {}).items()
-                     if key in defaults and value != defaults[key])
-    if backend != "collective" and changed:
-        path: JsonPath = ("runner", "collective", changed[0])
-        found.append(Diagnostic.at(
-            sources.locate(path, key=True), path,
-            f"runner.collective configures the collective backend, but runner.backend is {backend} "
-            f"({_line(sources, ('runner', 'backend'))}), so {', '.join(changed)} would have no effect; set "
-            "runner.backend: collective (and start it with `dslrun launch --backend collective`), or remove them",
-        ))
-    horovod = runner.get("horovod")
-    if backend == "collective" and isinstance(horovod, dict) and horovod.get("sync_batch_norm") is True:
-        path = ("runner", "horovod", "sync_batch_norm")
-        found.append(Diagnostic.at(
-            sources.locate(path), path,
-            f"runner.backend is collective ({_line(sources, ('runner', 'backend'))}), which does not read "
-            "runner.horovod; set runner.collective.sync_batch_norm: true instead",
-        ))
+    for owner in backend_registry.backends():
+        if not owner.capabilities.exclusive_settings or backend == owner.name:
+            continue
+        for key in owner.settings:
+            defaults = owner.defaults(key)
+            section = runner.get(key)
+            changed = sorted(name for name, value in (section if isinstance(section, dict) else {}).items()
+                             if name in defaults and value != defaults[name])
+            if not changed:
+                continue
+            start = f" (and start it with `dslrun launch --backend {owner.name}`)" if owner.launch else ""
+            path: JsonPath = ("runner", key, changed[0])
+            found.append(Diagnostic.at(
+                sources.locate(path, key=True), path,
+                f"runner.{key} configures the {owner.name} backend, but runner.backend is {backend} "
+                f"({_line(sources, ('runner', 'backend'))}), so {', '.join(changed)} would have no effect; set "
+                f"runner.backend: {owner.name}{start}, or remove them",
+            ))
     return found
+
+
+def check_backends_own_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """The rules each registered backend declares about its own settings (e.g. the ps cluster's cache)."""
+    return [found for spec in backend_registry.backends() for check in spec.checks for found in check(pipeline, sources)]
+
+
+def _choices(capable: list[backend_registry.BackendSpec]) -> str:
+    """The `runner.backend` values that run on one of `capable`: their names, and `auto` when it may pick one."""
+    auto = {spec.name for spec in backend_registry.auto_order()}
+    names = [spec.name for spec in capable]
+    return backend_registry.either(names + [backend_registry.AUTO] * any(name in auto for name in names))
 
 
 def check_lr_scaling(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
@@ -385,9 +403,9 @@ CHECKS: list[Check] = [
     check_elastic,
     check_precision,
     check_sync_batch_norm,
-    check_collective,
+    check_backend_settings,
+    check_backends_own_rules,
     check_lr_scaling,
-    check_ps_cluster_cache,
     check_top_k,
     check_phase_outputs,
     check_schedule_length,

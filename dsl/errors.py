@@ -38,3 +38,8 @@ class LocatedError(DslError):
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         super().__init__("\n".join(d.format_text() for d in diagnostics))
         self.diagnostics = diagnostics
+
+
+class RegistryError(DslError, LookupError):
+    """A type that is unknown, or registered twice (a plugin's name clashing with another's):
+    of a component (dsl.registry) or a backend (dsl.backend_registry)."""

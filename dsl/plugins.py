@@ -4,8 +4,10 @@ A pipeline only ever *names* a `type`; it never names code to import. Code that 
 types comes from two places the user controls, never from the YAML:
 
 - installed plugins: packages that declare an entry point in the group `dslrun.plugins`
-  (each entry point names a module that calls `dsl.registry.register` at import), loaded
-  by the commands that build a pipeline (`run`, `eval`, `predict`, `export`);
+  (each entry point names a module that calls `dsl.registry.register` at import, or
+  `dsl.backend_registry.register_backend` for a backend), loaded
+  by the commands that build a pipeline (`run`, `eval`, `predict`, `export`) and by
+  `doctor`, which lists the backends this installation can run (a plugin's among them);
 - `--plugin MODULE` (repeatable) on any command that reads a pipeline: the module is
   imported before the pipeline is checked or compiled.
 
@@ -27,8 +29,9 @@ from dsl.errors import DslError
 
 ENTRY_POINT_GROUP = "dslrun.plugins"
 
-# Commands that build a pipeline load installed plugins too; the others only take --plugin.
-LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export"})
+# Commands that build a pipeline (and doctor, which reports the installation) load installed
+# plugins too; the others only take --plugin.
+LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "doctor"})
 TAKES_PLUGIN = LOADS_INSTALLED | {"validate", "show", "schema", "list"}
 
 
@@ -46,16 +49,17 @@ def installed_plugins() -> list[tuple[str, str]]:
 def load_plugins(modules: Sequence[str], installed: bool) -> list[str]:
     """Import the `--plugin` modules (and, with `installed`, every installed plugin); returns their names.
 
-    The built-in components are registered first, so a plugin reusing a built-in type name
-    is the one reported.
+    The built-in components and backends are registered first, so a plugin reusing a built-in
+    type or backend name is the one reported.
     """
     wanted = [(f"installed plugin {name!r}", module) for name, module in installed_plugins()] if installed else []
     wanted += [(f"--plugin {module}", module) for module in modules]
     if not wanted:
         return []
-    from dsl import registry
+    from dsl import backend_registry, registry
 
     registry.load_all()
+    backend_registry.load_all()
     loaded = []
     for origin, module in wanted:
         _import(origin, module.split(":")[0].strip())
@@ -64,7 +68,7 @@ def load_plugins(modules: Sequence[str], installed: bool) -> list[str]:
 
 
 def _import(origin: str, module: str) -> None:
-    from dsl.registry import RegistryError
+    from dsl.errors import RegistryError
 
     try:
         importlib.import_module(module)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.errors import DslError
+from dsl.errors import RegistryError
 
 # The JSON Schema `format` of a parameter whose value names a phase output, `<phase>/<output>`.
 PHASE_OUTPUT_FORMAT = "phase-output"
@@ -52,10 +52,6 @@ _BASE_MODULES = frozenset({"base"})
 def is_component_module(name: str) -> bool:
     """Whether the module `name` of a kind's package is a component (walked by `load_all`)."""
     return not name.startswith("_") and name not in _BASE_MODULES
-
-
-class RegistryError(DslError, LookupError):
-    """A type that is unknown, or registered twice (a plugin's name clashing with another's)."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from dsl import backend_registry
 from dsl.errors import DslError
 
 # Optimizers whose step is normalised by gradient statistics: their rate grows with sqrt(k).
@@ -110,8 +111,9 @@ def scaling_for(pipeline: dict[str, Any], replicas: int) -> Scaling:
 def replicas_for(runner: dict[str, Any], world_size: int) -> int:
     """The replicas one step combines when `world_size` processes train the pipeline (for
     `dslrun validate --data --world-size`, before any backend exists): all of them, except
-    in an asynchronous parameter-server cluster, where each update is one worker's batch."""
-    asynchronous = runner.get("backend") == "ps" and (runner.get("ps") or {}).get("mode", "cluster") == "cluster"
+    in an asynchronous parameter-server cluster, where each update is one worker's batch (the
+    backend's `asynchronous` capability, see dsl.backend_registry)."""
+    asynchronous = any(spec.can("asynchronous", runner) for spec in backend_registry.candidates(runner))
     return 1 if asynchronous else world_size
 
 

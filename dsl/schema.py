@@ -1,4 +1,5 @@
-"""The pipeline's JSON Schema (2020-12), built from the component registry and `dsl.sections`.
+"""The pipeline's JSON Schema (2020-12), built from the component registry and `dsl.sections`
+(whose `runner` section holds the settings the registered backends declare).
 
 One schema serves three readers: `dslrun validate` checks files with it, editors use the
 committed copy (`schemas/pipeline.schema.json`) for completion and hover text, and the
@@ -59,7 +60,7 @@ def _cached_schema() -> dict[str, Any]:
     defs["runner"] = {
         "type": "object",
         "description": "How the loop runs: length of training, workflow, backend, run directory, threads.",
-        "properties": copy.deepcopy(sections.RUNNER_PARAMS),
+        "properties": copy.deepcopy(sections.runner_params()),
         "additionalProperties": False,
     }
     properties: dict[str, Any] = {}

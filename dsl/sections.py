@@ -1,13 +1,16 @@
 """The pipeline's top-level keys and the `runner` section, as JSON Schema fragments.
 
 Component sections (`inputter`, `augmenter`, `network`, `modeler`, `callbacks`) come from
-the registry; everything else a pipeline may say is declared here. `dsl.schema` assembles
-the two into `schemas/pipeline.schema.json`.
+the registry, and the backends' settings (`runner.horovod`, `runner.ps`, ...) from the
+backend registry (dsl.backend_registry); everything else a pipeline may say is declared
+here. `dsl.schema` assembles them into `schemas/pipeline.schema.json`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from dsl import backend_registry
 
 SUPPORTED_VERSIONS = (1,)
 
@@ -31,19 +34,9 @@ REQUIRED_SECTIONS = ("version", "inputter", "network", "modeler", "runner")
 
 WORKFLOW_MODES = ("train", "val")
 
-RUNNER_PARAMS: dict[str, dict[str, Any]] = {
-    "backend": {
-        "description": (
-            "Where the loop runs: `local` (one process), `horovod` (allreduce across the ranks "
-            "horovodrun/mpirun started), `collective` (TensorFlow's own allreduce, "
-            "MultiWorkerMirroredStrategy, across the workers TF_CONFIG names; no Horovod needed), "
-            "`ps` (a TensorFlow parameter-server cluster), or `auto` (Horovod when started by "
-            "horovodrun/mpirun, local otherwise)."
-        ),
-        "type": "string",
-        "enum": ["auto", "local", "horovod", "collective", "ps"],
-        "default": "auto",
-    },
+# The runner's own keys, before and after the backends' settings sections (the order of
+# `dslrun show`, `dslrun list runner` and docs/components.md). `runner_params()` joins them.
+_BEFORE_BACKENDS: dict[str, dict[str, Any]] = {
     "batch_scaling": {
         "description": (
             "What inputter.batch_size means on N replicas: none (the default) keeps it the global "
@@ -111,214 +104,10 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         },
         "default": {},
     },
-    "horovod": {
-        "description": "Horovod settings, used when the backend is horovod.",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "compression": {
-                "description": "Gradient compression on the wire: none, or fp16 (half the bytes).",
-                "type": "string",
-                "enum": ["none", "fp16"],
-                "default": "none",
-            },
-            "op": {
-                "description": "How gradients are combined: average, sum, or adasum.",
-                "type": "string",
-                "enum": ["average", "sum", "adasum"],
-                "default": "average",
-            },
-            "gradient_predivide_factor": {
-                "description": "Divide gradients by this before the sum and by size/factor after (average only).",
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "default": 1.0,
-            },
-            "num_groups": {
-                "description": "Split the gradient allreduce into this many groups (0: Horovod's fusion decides).",
-                "type": "integer",
-                "minimum": 0,
-                "default": 0,
-            },
-            "sync_batch_norm": {
-                "description": (
-                    "Compute batch-norm statistics over the global batch (all ranks) in every training "
-                    "step (Horovod's SyncBatchNormalization): for small per-rank batches. Costs one "
-                    "allreduce per batch-norm layer and step. Off: each rank normalises with its own "
-                    "batch, and the moving statistics are averaged across ranks after every call."
-                ),
-                "type": "boolean",
-                "default": False,
-            },
-            "fusion_threshold_mb": {
-                "description": "Tensor fusion buffer in MiB (HOROVOD_FUSION_THRESHOLD); null: Horovod's 64.",
-                "type": ["number", "null"],
-                "minimum": 0,
-                "default": None,
-            },
-            "cycle_time_ms": {
-                "description": (
-                    "Milliseconds between Horovod's coordination cycles (HOROVOD_CYCLE_TIME); null: 5 on "
-                    "CPU-only hosts (each cycle costs CPU there), Horovod's default (1) with GPUs."
-                ),
-                "type": ["number", "null"],
-                "exclusiveMinimum": 0,
-                "default": None,
-            },
-            "timeline": {
-                "description": "Write a Horovod timeline (Chrome trace JSON) to this file; null: none.",
-                "type": ["string", "null"],
-                "default": None,
-            },
-            "autotune": {
-                "description": "Let Horovod tune fusion threshold and cycle time while training (HOROVOD_AUTOTUNE).",
-                "type": "boolean",
-                "default": False,
-            },
-            "stall_check_seconds": {
-                "description": "Warn when a rank has not joined a collective for this long (HOROVOD_STALL_CHECK_TIME_SECONDS).",
-                "type": "integer",
-                "minimum": 1,
-                "default": 15,
-            },
-            "stall_shutdown_seconds": {
-                "description": (
-                    "Shut the job down when a collective has stalled this long, so a lost rank ends "
-                    "the job instead of hanging it (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)."
-                ),
-                "type": "integer",
-                "minimum": 1,
-                "default": 45,
-            },
-        },
-        "default": {},
-    },
-    "elastic": {
-        "description": (
-            "Horovod elastic training: ranks may leave (a lost host) and join (the discovery script "
-            "lists it again) while the job goes on. Used when started by `horovodrun --min-np N "
-            "--max-np M --host-discovery-script SCRIPT` (Gloo); null keeps the defaults below there "
-            "and has no effect elsewhere."
-        ),
-        "type": ["object", "null"],
-        "additionalProperties": False,
-        "properties": {
-            "min_workers": {
-                "description": "Fewest ranks worth training with; below it the run stops (match horovodrun --min-np).",
-                "type": "integer",
-                "minimum": 1,
-                "default": 1,
-            },
-            "max_workers": {
-                "description": "Most ranks the run may grow to (match horovodrun --max-np); null: no limit.",
-                "type": ["integer", "null"],
-                "minimum": 1,
-                "default": None,
-            },
-            "commit_every_n_steps": {
-                "description": (
-                    "Keep a copy of the training state in memory every N train steps: a lost rank "
-                    "costs at most N steps, and ranks join at these points. Rounded up to a whole "
-                    "runner.steps_per_call."
-                ),
-                "type": "integer",
-                "minimum": 1,
-                "default": 20,
-            },
-        },
-        "default": None,
-    },
-    "collective": {
-        "description": (
-            "TensorFlow collective allreduce settings (MultiWorkerMirroredStrategy), used when the "
-            "backend is collective. Start the workers with `dslrun launch --backend collective`, or "
-            "set TF_CONFIG on every host."
-        ),
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "communication": {
-                "description": (
-                    "All-reduce implementation: auto (TensorFlow picks: NCCL on GPUs, ring otherwise), "
-                    "ring (gRPC, any device), or nccl (NVIDIA GPUs)."
-                ),
-                "type": "string",
-                "enum": ["auto", "ring", "nccl"],
-                "default": "auto",
-            },
-            "heartbeat_timeout_seconds": {
-                "description": (
-                    "A worker that sends no heartbeat for this long is declared lost, and the others "
-                    "stop with an error naming it instead of waiting in a collective forever."
-                ),
-                "type": "number",
-                "minimum": 1,
-                "default": 20,
-            },
-            "timeout_seconds": {
-                "description": (
-                    "Fail any single collective that takes longer than this (a worker alive but "
-                    "stuck); null: no limit. Keep it above the longest pause of one worker, such as "
-                    "the chief writing a checkpoint."
-                ),
-                "type": ["number", "null"],
-                "exclusiveMinimum": 0,
-                "default": None,
-            },
-            "sync_batch_norm": {
-                "description": (
-                    "Compute batch-norm statistics over the global batch (all workers) in every "
-                    "training step (Keras BatchNormalization(synchronized=True)): for small per-worker "
-                    "batches. Off: each worker normalises with its own batch, and the moving "
-                    "statistics are averaged across workers after every call."
-                ),
-                "type": "boolean",
-                "default": False,
-            },
-        },
-        "default": {},
-    },
-    "ps": {
-        "description": "Parameter-server settings, used when the backend is ps.",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "mode": {
-                "description": (
-                    "cluster: a TensorFlow parameter-server cluster described by TF_CONFIG (start one on this "
-                    "machine with `dslrun launch --backend ps`); central_storage: one machine, variables on "
-                    "its CPU and the step replicated on its GPUs."
-                ),
-                "type": "string",
-                "enum": ["cluster", "central_storage"],
-                "default": "cluster",
-            },
-            "variable_partitioner": {
-                "description": (
-                    "Split large variables across the ps tasks (cluster mode); null keeps each variable "
-                    "whole on one ps task."
-                ),
-                "type": ["object", "null"],
-                "additionalProperties": False,
-                "properties": {
-                    "min_shard_bytes": {
-                        "description": "Smallest piece of a variable worth putting on its own ps task, in bytes.",
-                        "type": "integer",
-                        "minimum": 1,
-                        "default": 262144,
-                    },
-                    "max_shards": {
-                        "description": "Most pieces one variable is split into; null: the number of ps tasks.",
-                        "type": ["integer", "null"],
-                        "minimum": 1,
-                        "default": None,
-                    },
-                },
-                "default": None,
-            },
-        },
-        "default": {},
-    },
+}
+
+
+_AFTER_BACKENDS: dict[str, dict[str, Any]] = {
     "model_dir": {
         "description": (
             "Run directory: resolved pipeline, checkpoints, TensorBoard events, metrics. "
@@ -409,6 +198,30 @@ RUNNER_PARAMS: dict[str, dict[str, Any]] = {
         "default": "jsonl",
     },
 }
+
+def runner_params() -> dict[str, dict[str, Any]]:
+    """Every key of the `runner` section with its JSON Schema: `backend` (the registered
+    backends), the runner's own keys, and the settings sections each backend declares
+    (`runner.horovod`, `runner.ps`, ...; see dsl.backend_registry)."""
+    params = {"backend": backend_param(), **_BEFORE_BACKENDS}
+    for spec in backend_registry.backends():
+        params.update(spec.settings)
+    params.update(_AFTER_BACKENDS)
+    return params
+
+
+def backend_param() -> dict[str, Any]:
+    """`runner.backend`: one of the registered backends, or `auto`, each described by its own registration."""
+    specs = backend_registry.backends()
+    named = ", ".join(f"`{spec.name}` ({spec.summary})" for spec in specs)
+    picks = ", ".join(spec.auto_summary for spec in backend_registry.auto_order() if spec.auto_summary)
+    return {
+        "description": f"Where the loop runs: {named}, or `{backend_registry.AUTO}` ({picks}).",
+        "type": "string",
+        "enum": [backend_registry.AUTO, *(spec.name for spec in specs)],
+        "default": backend_registry.AUTO,
+    }
+
 
 TOP_LEVEL: dict[str, dict[str, Any]] = {
     "version": {

@@ -11,11 +11,10 @@ from dsl.cli import main
 from dsl.commands._hosts import HostError
 from dsl.commands._launch_hosts import HostErrors
 from dsl.diagnostics import Diagnostic
-from dsl.errors import DslError, LocatedError
+from dsl.errors import DslError, LocatedError, RegistryError
 from dsl.loader import LoadError
 from dsl.pipeline import PipelineError
 from dsl.plugins import PluginError
-from dsl.registry import RegistryError
 
 LOCATED = Diagnostic("p.yaml", 3, 5, "network.type", "unknown network type 'mpl'; did you mean 'mlp'?")
 

@@ -2,34 +2,26 @@
 
 Read from the facts `dslrun doctor` collected, so a user choosing between Horovod, the
 collective backend and parameter servers sees at once what works here before writing YAML.
+What each backend needs is declared by its registration (dsl.backend_registry, `doctor`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dsl import backend_registry
+
 
 def backend_support(facts: dict[str, Any]) -> dict[str, str | None]:
-    """Each backend mapped to None when it can run here, else the reason it cannot (with the fix)."""
-    if not facts.get("tensorflow"):
-        missing = "TensorFlow is not installed"
-        return dict.fromkeys(("local", "horovod", "collective", "ps"), missing)
-    horovod = facts.get("horovod")
-    if horovod is None:
-        horovod_problem: str | None = ("Horovod is not installed or does not import (make install builds it); "
-                                       "the collective backend needs no build")
-    elif not any(horovod["controllers"].values()):
-        horovod_problem = "Horovod was built without Gloo and MPI: no controller can start ranks"
-    else:
-        horovod_problem = None
-    return {
-        "local": None,
-        "horovod": horovod_problem,
-        # MultiWorkerMirroredStrategy ships with TensorFlow: TF_CONFIG and ports are all it needs.
-        "collective": None if facts.get("multi_worker_mirrored") else
-        "this TensorFlow has no tf.distribute.MultiWorkerMirroredStrategy",
-        "ps": None if facts.get("parameter_server") else "this TensorFlow has no tf.distribute.ParameterServerStrategy",
-    }
+    """Each registered backend mapped to None when it can run here, else the reason it cannot
+    (with the fix): TensorFlow first, then what the backend's registration checks (`doctor`)."""
+    support: dict[str, str | None] = {}
+    for spec in backend_registry.backends():
+        if not facts.get("tensorflow"):
+            support[spec.name] = "TensorFlow is not installed"
+        else:
+            support[spec.name] = spec.doctor(facts) if spec.doctor is not None else None
+    return support
 
 
 def strategies(tf: Any) -> dict[str, bool]:

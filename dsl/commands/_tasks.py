@@ -16,6 +16,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dsl import backend_registry
+from dsl.backend_registry import BackendSpec, ClusterLaunch
+
 
 @dataclass
 class Task:
@@ -89,22 +92,42 @@ def cluster_spec(workers: int, ps: int, host: str = "127.0.0.1") -> dict[str, li
     }
 
 
+def launchable() -> list[BackendSpec]:
+    """The backends `dslrun launch` can start (their registration declares a `ClusterLaunch`),
+    the default first."""
+    specs = [spec for spec in backend_registry.backends() if spec.launch is not None]
+    return sorted(specs, key=lambda spec: not (spec.launch and spec.launch.default))
+
+
+def cluster_launch(backend: str) -> ClusterLaunch:
+    """How `dslrun launch --backend backend` starts its cluster."""
+    launch = backend_registry.lookup(backend).launch
+    if launch is None:
+        raise ValueError(f"backend {backend!r} is not started by dslrun launch")
+    return launch
+
+
 def backend_settings(backend: str) -> tuple[str, ...]:
     """The `--set` overrides that make a pipeline run as a task of a `backend` cluster."""
-    return ("runner.backend=collective",) if backend == "collective" else ("runner.backend=ps", "runner.ps.mode=cluster")
+    return cluster_launch(backend).settings
 
 
-def plan_tasks(path: str, overrides: Sequence[str], cluster: dict[str, list[str]], evaluator: bool) -> list[Task]:
+def plan_tasks(path: str, overrides: Sequence[str], cluster: dict[str, list[str]], evaluator: bool,
+               backend: str | None = None) -> list[Task]:
     """The command and environment of every task; the evaluator is not part of the cluster spec.
 
-    A cluster without ps tasks is a collective one: every task trains, and its TF_CONFIG
-    names only the chief and the workers.
+    `backend` (by default the launchable backend with ps tasks when the cluster has some,
+    else the one without) decides: a cluster without parameter servers is one where every
+    task trains, and its TF_CONFIG names only the chief and the workers.
     """
-    backend = "ps" if cluster.get("ps") else "collective"
-    if backend == "collective":
+    if backend is None:
+        backend = next(spec.name for spec in launchable()
+                       if spec.launch and spec.launch.parameter_servers == bool(cluster.get("ps")))
+    launch = cluster_launch(backend)
+    if not launch.parameter_servers:
         cluster = {job: addresses for job, addresses in cluster.items() if addresses}
     command = [sys.executable, "-m", "dsl", "run", path]
-    for override in (*overrides, *backend_settings(backend)):
+    for override in (*overrides, *launch.settings):
         command += ["--set", override]
     roles = [("chief", 0)] + [("worker", i) for i in range(len(cluster.get("worker", [])))]
     roles += [("ps", i) for i in range(len(cluster.get("ps", [])))] + ([("evaluator", 0)] if evaluator else [])
@@ -112,5 +135,5 @@ def plan_tasks(path: str, overrides: Sequence[str], cluster: dict[str, list[str]
     for role, index in roles:
         config = {"cluster": cluster, "task": {"type": role, "index": index}}
         env = {**os.environ, "TF_CONFIG": json.dumps(config), "PYTHONUNBUFFERED": "1"}
-        tasks.append(Task(role, index, list(command), env, finishes=backend == "collective" and role == "worker"))
+        tasks.append(Task(role, index, list(command), env, finishes=not launch.parameter_servers and role == "worker"))
     return tasks

@@ -1,5 +1,8 @@
 """`dslrun launch --backend ps|collective --workers N [--ps M] [--hosts A,B] FILE`: a whole cluster.
 
+The backends it can start are those whose registration declares a `ClusterLaunch`
+(dsl.backend_registry); the two built-in ones:
+
 `--backend ps`: a parameter-server cluster (chief, N workers, M ps, optionally an evaluator).
 `--backend collective`: N training processes of TensorFlow's allreduce (a chief and N-1
 workers; every one trains, and each ends on its own when training ends).
@@ -39,9 +42,10 @@ from typing import IO, Any
 
 import click
 
+from dsl.backend_registry import either
 from dsl.commands._common import echo_err, load_or_exit, set_option
 from dsl.commands._hosts import Ssh, make_ssh, parse_hosts, parse_interfaces, ssh_options
-from dsl.commands._tasks import Task, backend_settings, cluster_spec, plan_tasks
+from dsl.commands._tasks import Task, backend_settings, cluster_launch, cluster_spec, launchable, plan_tasks
 
 _PR_SET_PDEATHSIG = 1
 REMOTE_KILL_SECONDS = 10.0
@@ -178,8 +182,9 @@ def _after_chief(cluster: Cluster, code: int, evaluator_timeout: float) -> int:
 @click.command("launch")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @set_option
-@click.option("--backend", type=click.Choice(["ps", "collective"]), default="ps", show_default=True,
-              help="The cluster to start: ps (TensorFlow parameter servers) or collective (TensorFlow allreduce).")
+@click.option("--backend", type=click.Choice([spec.name for spec in launchable()]),
+              default=launchable()[0].name, show_default=True,
+              help=f"The cluster to start: {either([spec.launch.help for spec in launchable() if spec.launch])}.")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
               help="Number of worker tasks (collective: training processes, the chief included).")
 @click.option("--ps", "num_ps", type=click.IntRange(min=1), default=None, help="Number of ps tasks (ps only; default 1).")
@@ -201,11 +206,12 @@ def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, n
             env_vars: tuple[str, ...], **ssh: Any) -> None:
     """Start a parameter-server or collective-allreduce cluster that trains FILE, here or across --hosts;
     every task's output is prefixed with its name."""
-    if backend == "collective":
+    if not cluster_launch(backend).parameter_servers:
         given = [name for name, value in (("--ps", num_ps), ("--evaluator", evaluator)) if value]
         if given:
-            raise click.UsageError(f"{', '.join(given)} only make sense with --backend ps: every task of a "
-                                   "collective cluster trains (evaluate its checkpoints with `dslrun eval`)")
+            with_ps = either([spec.name for spec in launchable() if spec.launch and spec.launch.parameter_servers])
+            raise click.UsageError(f"{', '.join(given)} only make sense with --backend {with_ps}: every task of a "
+                                   f"{backend} cluster trains (evaluate its checkpoints with `dslrun eval`)")
         # N training processes: the chief and N-1 workers, no ps.
         workers, num_ps = workers - 1, 0
     elif num_ps is None:
@@ -224,7 +230,7 @@ def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, n
             from dsl.engine.rundir import clear_done
 
             clear_done(Path(model_dir))  # a finished earlier run's marker would stop the evaluator at once
-        tasks = plan_tasks(path, overrides, cluster_spec(workers, num_ps), evaluator)
+        tasks = plan_tasks(path, overrides, cluster_spec(workers, num_ps), evaluator, backend)
     else:
         tasks = _remote_tasks(path, overrides, host_names, workers, num_ps, evaluator, grace_seconds, model_dir,
                               network_interfaces, env_vars, make_ssh(**ssh))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dsl import backend_registry
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
 from dsl.scaling import Scaling, ScalingError, replicas_for, scaling_for, warmup_steps
@@ -75,14 +76,15 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
             f"the global batch {scaling.declared_batch_size} does not divide across {scaling.replicas} processes: "
             f"each takes {scaling.batch_size}, {scaling.global_batch_size} in all; a multiple of {scaling.replicas} "
             "keeps the batch of one process"), "warning"))
-    key = "collective" if runner.get("backend") == "collective" else "horovod"
-    synced = bool((runner.get(key) or {}).get("sync_batch_norm"))
+    switch = sync_batch_norm_switch(runner)
+    key, _, leaf = (switch or "").partition(".")
+    synced = switch is None or bool((runner.get(key) or {}).get(leaf))  # no switch anywhere: nothing to advise
     if scaling.replicas > 1 and scaling.batch_size < SMALL_BATCH and _normalises(resolved) and not synced:
         path = ("inputter", "batch_size")
         found.append(Diagnostic.at(sources.locate(path), path, (
             f"at {world_size} processes each normalises batch statistics over {scaling.batch_size} examples of the "
             f"global {scaling.declared_batch_size}: few enough to cost accuracy with batch normalisation (cnn_iters, "
-            f"global 32 on 4 ranks: 0.60 against 0.82 on one process); set runner.{key}.sync_batch_norm: true to "
+            f"global 32 on 4 ranks: 0.60 against 0.82 on one process); set runner.{switch}: true to "
             "normalise over the global batch, or raise inputter.batch_size"), "warning"))
     single = warmup_steps(resolved, one_process_steps)
     if scaling.lr_factor > 1.0 and warmup < max(single, 1):
@@ -95,6 +97,16 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
             "lengthen modeler.lr_schedule.warmup_epochs, or set runner.batch_scaling: none to train with the "
             "global batch and rate of one process"), "warning"))
     return report, found
+
+
+def sync_batch_norm_switch(runner: dict[str, Any]) -> str | None:
+    """The `runner` path that synchronises batch norm for this pipeline: its backend's switch, or
+    (a backend without one) the first of `auto`'s backends that has one."""
+    for specs in (backend_registry.candidates(runner), backend_registry.auto_order(), backend_registry.backends()):
+        switches = [spec.capabilities.sync_batch_norm for spec in specs if spec.capabilities.sync_batch_norm]
+        if switches:
+            return switches[0]
+    return None
 
 
 def _normalises(resolved: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from dsl import registry
 from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.engine.contracts import RunnerView
+from dsl.errors import RegistryError
 
 #: Every hook point the loop calls, in the order of a run (a test checks each is called).
 POINTS = (
@@ -90,6 +91,6 @@ def _keys_with_former_names(key: str, name: str) -> list[str]:
     """`key` (`type` or `type.N`), then the same key under each former name of that type."""
     try:
         aliases = registry.lookup("callback", name).aliases
-    except registry.RegistryError:  # a callback of dslrun's own, not from the registry
+    except RegistryError:  # a callback of dslrun's own, not from the registry
         aliases = ()
     return [key, *(alias + key[len(name):] for alias in aliases)]

@@ -6,11 +6,13 @@ The composition root: the one module of the engine that meets the concrete backe
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from backends.select import select_backend
+from dsl import backend_registry
 from dsl.callbacks.checkpoint import best_model_dir
 from dsl.engine.compiler import compile_pipeline, configure_tensorflow
 from dsl.engine.runner import Runner
@@ -24,8 +26,10 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
     """Select and set up the backend, configure TensorFlow, compile every section."""
     backend = select_backend(pipeline["runner"])
     backend.setup()
-    if pipeline["runner"].get("elastic") is not None and backend.name != "horovod" and backend.placement.is_chief:
-        print(f"dslrun: runner.elastic has no effect on the {backend.name} backend: the ranks are fixed",
+    spec = backend_registry.resolve(pipeline["runner"].get("backend", backend_registry.AUTO), os.environ)
+    elastic = spec.can("elastic", pipeline["runner"])
+    if pipeline["runner"].get("elastic") is not None and not elastic and backend.placement.is_chief:
+        print(f"dslrun: runner.elastic has no effect on the {spec.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
     scaling = scaling_for(pipeline, backend.replicas_in_step())
     seed = configure_tensorflow(pipeline)
@@ -35,13 +39,14 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
 
 
 def single_process(pipeline: dict[str, Any]) -> dict[str, Any]:
-    """`pipeline` for eval/predict/export: a ps or collective pipeline's checkpoints are read on the
+    """`pipeline` for eval/predict/export: the checkpoints of a pipeline whose backend forms a
+    cluster (ps, collective: the `cluster` capability) are read on `auto`'s fallback, the
     local backend.
 
     They need no cluster, and a cluster pipeline would wait for TF_CONFIG and its servers.
     """
-    if pipeline["runner"].get("backend") in ("ps", "collective"):
-        pipeline = {**pipeline, "runner": {**pipeline["runner"], "backend": "local"}}
+    if any(spec.can("cluster", pipeline["runner"]) for spec in backend_registry.candidates(pipeline["runner"])):
+        pipeline = {**pipeline, "runner": {**pipeline["runner"], "backend": backend_registry.fallback().name}}
     return pipeline
 
 

@@ -1,0 +1,174 @@
+"""`runner.backend: horovod`: its settings (`runner.horovod`, `runner.elastic`) and capabilities.
+
+The registration of backends.horovod (see dsl.backend_registry): elastic, synchronised batch
+norm through `runner.horovod.sync_batch_norm`, started by horovodrun or mpirun, which is how
+`runner.backend: auto` recognises it. Imports no TensorFlow and no Horovod.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dsl.backend_registry import Capabilities, register_backend
+
+# Variables set by horovodrun (HOROVOD_*), OpenMPI's mpirun (OMPI_*) and PMI launchers.
+LAUNCHER_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+
+
+def started_by_launcher(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether horovodrun or mpirun started this process."""
+    env = os.environ if environ is None else environ
+    return any(name in env for name in LAUNCHER_VARIABLES)
+
+
+def create(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Any:
+    from backends.horovod import HorovodBackend
+
+    return HorovodBackend(runner_params)
+
+
+def doctor(facts: dict[str, Any]) -> str | None:
+    """Why Horovod cannot start ranks here (None: it can), from `dslrun doctor`'s facts."""
+    horovod = facts.get("horovod")
+    if horovod is None:
+        return ("Horovod is not installed or does not import (make install builds it); "
+                "the collective backend needs no build")
+    if not any(horovod["controllers"].values()):
+        return "Horovod was built without Gloo and MPI: no controller can start ranks"
+    return None
+
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "horovod": {
+        "description": "Horovod settings, used when the backend is horovod.",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "compression": {
+                "description": "Gradient compression on the wire: none, or fp16 (half the bytes).",
+                "type": "string",
+                "enum": ["none", "fp16"],
+                "default": "none",
+            },
+            "op": {
+                "description": "How gradients are combined: average, sum, or adasum.",
+                "type": "string",
+                "enum": ["average", "sum", "adasum"],
+                "default": "average",
+            },
+            "gradient_predivide_factor": {
+                "description": "Divide gradients by this before the sum and by size/factor after (average only).",
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "default": 1.0,
+            },
+            "num_groups": {
+                "description": "Split the gradient allreduce into this many groups (0: Horovod's fusion decides).",
+                "type": "integer",
+                "minimum": 0,
+                "default": 0,
+            },
+            "sync_batch_norm": {
+                "description": (
+                    "Compute batch-norm statistics over the global batch (all ranks) in every training "
+                    "step (Horovod's SyncBatchNormalization): for small per-rank batches. Costs one "
+                    "allreduce per batch-norm layer and step. Off: each rank normalises with its own "
+                    "batch, and the moving statistics are averaged across ranks after every call."
+                ),
+                "type": "boolean",
+                "default": False,
+            },
+            "fusion_threshold_mb": {
+                "description": "Tensor fusion buffer in MiB (HOROVOD_FUSION_THRESHOLD); null: Horovod's 64.",
+                "type": ["number", "null"],
+                "minimum": 0,
+                "default": None,
+            },
+            "cycle_time_ms": {
+                "description": (
+                    "Milliseconds between Horovod's coordination cycles (HOROVOD_CYCLE_TIME); null: 5 on "
+                    "CPU-only hosts (each cycle costs CPU there), Horovod's default (1) with GPUs."
+                ),
+                "type": ["number", "null"],
+                "exclusiveMinimum": 0,
+                "default": None,
+            },
+            "timeline": {
+                "description": "Write a Horovod timeline (Chrome trace JSON) to this file; null: none.",
+                "type": ["string", "null"],
+                "default": None,
+            },
+            "autotune": {
+                "description": "Let Horovod tune fusion threshold and cycle time while training (HOROVOD_AUTOTUNE).",
+                "type": "boolean",
+                "default": False,
+            },
+            "stall_check_seconds": {
+                "description": "Warn when a rank has not joined a collective for this long (HOROVOD_STALL_CHECK_TIME_SECONDS).",
+                "type": "integer",
+                "minimum": 1,
+                "default": 15,
+            },
+            "stall_shutdown_seconds": {
+                "description": (
+                    "Shut the job down when a collective has stalled this long, so a lost rank ends "
+                    "the job instead of hanging it (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)."
+                ),
+                "type": "integer",
+                "minimum": 1,
+                "default": 45,
+            },
+        },
+        "default": {},
+    },
+    "elastic": {
+        "description": (
+            "Horovod elastic training: ranks may leave (a lost host) and join (the discovery script "
+            "lists it again) while the job goes on. Used when started by `horovodrun --min-np N "
+            "--max-np M --host-discovery-script SCRIPT` (Gloo); null keeps the defaults below there "
+            "and has no effect elsewhere."
+        ),
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "properties": {
+            "min_workers": {
+                "description": "Fewest ranks worth training with; below it the run stops (match horovodrun --min-np).",
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+            },
+            "max_workers": {
+                "description": "Most ranks the run may grow to (match horovodrun --max-np); null: no limit.",
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "default": None,
+            },
+            "commit_every_n_steps": {
+                "description": (
+                    "Keep a copy of the training state in memory every N train steps: a lost rank "
+                    "costs at most N steps, and ranks join at these points. Rounded up to a whole "
+                    "runner.steps_per_call."
+                ),
+                "type": "integer",
+                "minimum": 1,
+                "default": 20,
+            },
+        },
+        "default": None,
+    },}
+
+SPEC = register_backend(
+    "horovod",
+    summary="allreduce across the ranks horovodrun/mpirun started",
+    title="Horovod",
+    create=create,
+    settings=SETTINGS,
+    capabilities=Capabilities(elastic=True, sync_batch_norm="horovod.sync_batch_norm",
+                              launchers=("horovodrun", "mpirun")),
+    order=1,
+    auto=started_by_launcher,
+    auto_summary="Horovod when started by horovodrun/mpirun",
+    doctor=doctor,
+)
