@@ -9,12 +9,21 @@ Imports TensorFlow: import this module inside functions only.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import tensorflow as tf
 
 from dsl.callbacks._pretrained import variable_name
 from dsl.errors import DslError
+
+
+class Matcher(Protocol):
+    """A compiled pattern, or a group (dsl.callbacks._restore_plan.Selector)."""
+
+    pattern: Any
+
+    def search(self, name: str) -> Any: ...
 
 
 def _is_layer(module: tf.Module) -> bool:
@@ -27,7 +36,7 @@ def leaf_layers(model: tf.keras.Model) -> list[tf.keras.layers.Layer]:
     return [layer for layer in layers if not any(_is_layer(m) for m in layer.submodules)]
 
 
-def freeze_unmatched(model: tf.keras.Model, patterns: list[re.Pattern[str]]) -> list[str]:
+def freeze_unmatched(model: tf.keras.Model, patterns: Sequence[Matcher]) -> list[str]:
     """Freeze every leaf layer none of whose variables matches `patterns`; the frozen layers' names."""
     leaves = [layer for layer in leaf_layers(model) if layer.weights]
     keep = [layer for layer in leaves if any(p.search(variable_name(v)) for v in layer.weights for p in patterns)]
