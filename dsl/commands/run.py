@@ -34,6 +34,12 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
             click.echo(f"dslrun: warning: {warning}", err=True)
 
     code = runner.run(on_start=store_pipeline if owner else None)
+    if owner and runner.already_finished:
+        from dsl.engine.rundir import differs_from_stored
+
+        warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline))
+        if warning:
+            click.echo(f"dslrun: warning: {warning}", err=True)
     if owner and code == 0 and not runner.already_finished:
         click.echo(f"dslrun: run directory: {runner.model_dir}")
         finals = [record for record in runner.history if record["mode"] == "val"]

@@ -80,7 +80,10 @@ class Runner:
         with backend.scope():
             self.optimizer = with_loss_scaling(self.modeler.optimizer(self.steps_per_epoch, self.scaling.lr_factor))
             self.optimizer.build(self.model.trainable_variables)
-            self.metrics = {mode: {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"), **self.modeler.metrics(mode)}
+            terms: list[str] = getattr(self.modeler, "loss_terms", lambda: [])()  # parts of the loss reported apart
+            self.metrics = {mode: {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"),
+                                   **{term: tf.keras.metrics.Mean(name=f"{mode}_{term}") for term in terms},
+                                   **self.modeler.metrics(mode)}
                             for mode in ("train", "val")}
             self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
                           for name in ("step", "epoch", "data_position")}
