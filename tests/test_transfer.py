@@ -121,3 +121,13 @@ def test_no_resume_sets_aside_metrics_and_best_and_a_changed_finished_run_says_s
     assert steps == sorted(steps) and steps[0] == 4  # a fresh file, not appended to the old one
     assert len(list(run.glob("metrics.old-*.jsonl"))) == 1 and len(list(run.glob("best.old-*"))) == 1
     assert len(list(run.glob("checkpoints.old-*"))) == 1
+
+
+def test_show_variables_names_each_variable_with_its_shape_and_group(setup):
+    lines = dslrun("show", "--variables", str(setup["base"])).stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
+    assert lines[0].split() == ["variable", "shape", "group", "trained"]
+    assert rows["conv_1/kernel"] == ["(3,", "3,", "3,", "4)", "backbone", "yes"]
+    assert rows["batch_normalization_1/moving_mean"][-2:] == ["backbone", "no"]
+    assert rows["logits/kernel"] == ["(8,", "4)", "head", "yes"] and rows["logits/bias"][-2:] == ["head", "yes"]
+    assert lines[-1].startswith("simple_cnn: 14 variables") and "head layers: logits" in lines[-1]
