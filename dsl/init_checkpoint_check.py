@@ -6,7 +6,9 @@ Without TensorFlow (plain `validate`, which never imports it):
   an `.h5` file. A path that does not exist is a warning, not an error: a fine-tuning
   pipeline is written (and validated in CI) before the base run that writes its checkpoint;
   `dslrun run` stops with an error if it is still missing then.
-- every `skip` / `trainable` entry is `head`, `backbone` or a valid regular expression.
+- every `skip` / `trainable` entry is `head`, `backbone` or a valid regular expression;
+- `unfreeze_after_epochs` has something to unfreeze (`trainable` is set), and
+  `backbone_lr_multiplier` is used with an optimizer it works with (not an adaptive one).
 
 With TensorFlow already imported (`validate --build`), the checkpoint is opened and the
 variable names and shapes it holds are read (`checkpoint_names`: its index and object
@@ -25,6 +27,7 @@ from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
 
 GROUPS = ("head", "backbone")  # dsl.networks._groups.GROUPS, without importing networks
+ADAPTIVE = ("adam", "adamw", "rmsprop")  # optimizers that divide a gradient's scale out (dsl.engine.gradient_scale)
 
 
 def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
@@ -34,6 +37,7 @@ def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[
         if not isinstance(callback, dict) or callback.get("type") != "init_checkpoint":
             continue
         found += _patterns(callback, ("callbacks", index), sources)
+        found += _phases(callback, ("callbacks", index), pipeline, sources)
         path = callback.get("path")
         if isinstance(path, str):
             where: JsonPath = ("callbacks", index, "path")
@@ -58,6 +62,25 @@ def _patterns(callback: dict[str, Any], base: JsonPath, sources: SourceMap) -> l
                 found.append(Diagnostic.at(sources.locate(path), path,
                                            f"{entry!r} is not a regular expression ({exc}); escape special "
                                            f"characters with a backslash, or use head or backbone"))
+    return found
+
+
+def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Two-phase settings that cannot work: nothing to unfreeze, a multiplier Adam divides out."""
+    found = []
+    if callback.get("unfreeze_after_epochs") is not None and callback.get("trainable") is None:
+        path = (*base, "unfreeze_after_epochs")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   "there is nothing to unfreeze: every layer trains from the start without "
+                                   "`trainable`; add trainable: [head] for a first phase with the backbone frozen"))
+    optimizer = ((pipeline.get("modeler") or {}).get("optimizer") or {}).get("type")
+    multiplier = callback.get("backbone_lr_multiplier", 1.0)
+    if multiplier != 1.0 and optimizer in ADAPTIVE:
+        path = (*base, "backbone_lr_multiplier")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   f"the multiplier scales the backbone's gradients, which the {optimizer} optimizer "
+                                   f"normalises away; use modeler.optimizer.type momentum (or sgd, nesterov), or "
+                                   f"remove backbone_lr_multiplier"))
     return found
 
 

@@ -725,6 +725,35 @@ def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
         make("init_checkpoint", path=str(tmp_path / "nowhere"), trainable=["nothing"]).before_run(runner)
 
 
+def test_backbone_lr_multiplier_scales_the_backbone_step_alone(tf, tmp_path):
+    """With plain SGD the backbone moves by multiplier x what it moves without one; the head as before."""
+    from dsl.engine.gradient_scale import set_multipliers
+    from dsl.engine.steps import make_step
+
+    class Loss:
+        def loss(self, labels, logits, model):
+            return {"loss": tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits, True))}
+
+    images, labels = tf.random.uniform((4, 4, 4, 1), seed=1), tf.constant([0, 1, 2, 0])
+    moved = []
+    for multiplier in (1.0, 0.1):
+        model = tiny_model(tf, seed=1)
+        before = [v.numpy().copy() for v in model.trainable_variables]
+        set_multipliers(model, {"conv/kernel": multiplier})
+        step = make_step(model, Loss(), tf.keras.optimizers.SGD(0.5), {"loss": tf.keras.metrics.Mean()})
+        step(images, labels)
+        moved.append({v.name: v.numpy() - b for v, b in zip(model.trainable_variables, before)})
+    assert moved[1]["conv/kernel:0"] == pytest.approx(0.1 * moved[0]["conv/kernel:0"], rel=1e-4, abs=1e-7)
+    assert moved[1]["classifier/kernel:0"] == pytest.approx(moved[0]["classifier/kernel:0"], rel=1e-5)
+
+
+def test_init_checkpoint_resumed_in_the_second_phase_freezes_nothing(tf, tmp_path):
+    runner = FakeRunner(tmp_path / "run", model=tiny_model(tf))
+    runner.resumed, runner.epoch = True, 3
+    make("init_checkpoint", path="x", trainable=["head"], unfreeze_after_epochs=2).before_run(runner)
+    assert len(runner.model.trainable_weights) == 6
+
+
 def _fake_runner_honours_the_contract(runner: FakeRunner) -> RunnerView:
     """Never called: `make lint`'s type checker proves the fake offers what a callback may use
     of the real runner (dsl.engine.contracts.RunnerView), so these tests test that contract."""

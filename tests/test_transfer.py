@@ -131,3 +131,15 @@ def test_show_variables_names_each_variable_with_its_shape_and_group(setup):
     assert rows["batch_normalization_1/moving_mean"][-2:] == ["backbone", "no"]
     assert rows["logits/kernel"] == ["(8,", "4)", "head", "yes"] and rows["logits/bias"][-2:] == ["head", "yes"]
     assert lines[-1].startswith("simple_cnn: 14 variables") and "head layers: logits" in lines[-1]
+
+
+def test_two_phase_fine_tune_unfreezes_after_its_epochs_with_a_slower_backbone(setup):
+    callback = (f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [head], unfreeze_after_epochs: 1, "
+                f"backbone_lr_multiplier: 0.1, freeze_batch_norm: true}}")
+    result = dslrun(str(finetune(setup, "two_phase", callback)))
+    out = result.stdout
+    assert "init_checkpoint: froze 5 layers; 2 variables stay trainable" in out, out
+    assert "init_checkpoint: froze 2 batch normalisation layers (freeze_batch_norm)" in out
+    # 48 examples at batch 16: epoch 1 ends at step 3; batch normalisation stays frozen.
+    assert "init_checkpoint: epoch 1: unfroze 3 layers; 6 variables train, the backbone at 0.1 x the learning rate" in out
+    assert out.index("froze 5 layers") < out.index("unfroze 3 layers")

@@ -68,3 +68,17 @@ def test_with_tensorflow_loaded_the_checkpoint_is_opened(tmp_path: Path) -> None
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr
     assert ":11:11: error: callbacks[0].path:" in result.stdout and "cannot be read as a checkpoint" in result.stdout
+
+
+def test_two_phase_settings_that_cannot_work_are_located_errors(tmp_path: Path) -> None:
+    text = PIPELINE.format(path=tmp_path, skip="[]").replace(
+        "    skip: []\n", "    unfreeze_after_epochs: 2\n    backbone_lr_multiplier: 0.1\n").replace(
+        "  type: image_classification\n", "  type: image_classification\n  optimizer: {type: adam}\n")
+    (tmp_path / "p.yaml").write_text(text)
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-8"\n')
+    (tmp_path / "ckpt-8.index").write_text("")
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    lines = [line for line in result.output.splitlines() if ": error: " in line]
+    assert result.exit_code == 1 and len(lines) == 2, result.output
+    assert ":13:28: error: callbacks[0].unfreeze_after_epochs: there is nothing to unfreeze" in lines[0]
+    assert ":14:29: error: callbacks[0].backbone_lr_multiplier: " in lines[1] and "adam optimizer" in lines[1]

@@ -87,6 +87,34 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
             "type": "boolean",
             "default": False,
         },
+        "unfreeze_after_epochs": {
+            "description": (
+                "Two-phase fine-tuning: train what `trainable` selects for this many data epochs, then every "
+                "layer (batch normalisation as freeze_batch_norm says). null: `trainable` holds for the whole run."
+            ),
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+        },
+        "backbone_lr_multiplier": {
+            "description": (
+                "The backbone's learning rate as a fraction of the optimizer's whenever it trains (after "
+                "unfreeze_after_epochs, or the whole run without `trainable`), e.g. 0.1; the head keeps the "
+                "optimizer's. Applied to the gradients: sgd, momentum and nesterov only."
+            ),
+            "type": "number",
+            "exclusiveMinimum": 0.0,
+            "default": 1.0,
+        },
+        "freeze_batch_norm": {
+            "description": (
+                "Keep every batch normalisation layer frozen for the whole run: inference mode (the base data's "
+                "moving mean and variance), gamma and beta not trained. false: a batch normalisation layer "
+                "trains, and updates its statistics, when its layer is trainable."
+            ),
+            "type": "boolean",
+            "default": False,
+        },
     },
     required=("path",),
     description=(
@@ -107,6 +135,8 @@ class InitCheckpoint(Callback):
 
     def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
         super().__init__(params, context)
+        self._unfreeze_at: int | None = None
+        self._frozen: list[str] = []  # the layers `trainable` froze
         self.skip_entries: list[str] = list(self.params.get("skip") or [])
         trainable = self.params.get("trainable")
         self.trainable_entries: list[str] | None = None if trainable is None else list(trainable)
@@ -119,8 +149,47 @@ class InitCheckpoint(Callback):
             runner.print("init_checkpoint: resumed from the run directory, pretrained weights not loaded")
         else:
             self._load(runner)
-        if self.trainable_entries is not None:
+        self._unfreeze_at = self.params.get("unfreeze_after_epochs")
+        if self._unfreeze_at is not None and runner.epoch >= self._unfreeze_at:
+            self._unfreeze_at = None  # resumed in the second phase: nothing is frozen
+        elif self.trainable_entries is not None:
             self._freeze(runner)
+        if self.params.get("freeze_batch_norm"):
+            self._freeze_batch_norm(runner)
+        self._scale_backbone(runner)
+
+    def before_train_iter(self, runner: Any) -> None:
+        """The second phase of a two-phase fine-tuning starts at its data epoch."""
+        if self._unfreeze_at is not None and runner.epoch >= self._unfreeze_at:
+            from dsl.callbacks._freeze import unfreeze
+
+            thawed = unfreeze(runner.model, self._frozen, keep_batch_norm_frozen=bool(self.params.get("freeze_batch_norm")))
+            self._unfreeze_at = None
+            self._scale_backbone(runner)
+            runner.compile_calls()  # the train step differentiates the variables trainable when traced
+            runner.print(f"init_checkpoint: epoch {runner.epoch}: unfroze {len(thawed)} layers; "
+                         f"{len(runner.model.trainable_weights)} variables train{self._rate_note()}")
+
+    def _rate_note(self) -> str:
+        multiplier = self.params.get("backbone_lr_multiplier", 1.0)
+        return f", the backbone at {multiplier:g} x the learning rate" if multiplier != 1.0 else ""
+
+    def _scale_backbone(self, runner: Any) -> None:
+        multiplier = float(self.params.get("backbone_lr_multiplier", 1.0))
+        if multiplier == 1.0:
+            return
+        from dsl.engine.gradient_scale import set_multipliers
+        from dsl.networks._groups import head_variable_names
+
+        head = head_variable_names(runner.model)
+        names = [v.name.rsplit(":", 1)[0] for v in runner.model.weights]
+        set_multipliers(runner.model, {name: multiplier for name in names if name not in head})
+
+    def _freeze_batch_norm(self, runner: Any) -> None:
+        from dsl.callbacks._freeze import freeze_batch_norm
+
+        frozen = freeze_batch_norm(runner.model)
+        runner.print(f"init_checkpoint: froze {len(frozen)} batch normalisation layers (freeze_batch_norm)")
 
     def _load(self, runner: Any) -> None:
         from dsl.callbacks._pretrained import read_stored, resolve
@@ -142,5 +211,6 @@ class InitCheckpoint(Callback):
 
         frozen = freeze_unmatched(runner.model, selectors(runner.model, self.trainable_entries or [],
                                                           "init_checkpoint.trainable"))
+        self._frozen = frozen
         trainable = len(runner.model.trainable_weights)
         runner.print(f"init_checkpoint: froze {len(frozen)} layers; {trainable} variables stay trainable")

@@ -24,6 +24,7 @@ from typing import Any, cast
 import tensorflow as tf
 
 from dsl.engine.contracts import Average, StepCall
+from dsl.engine.gradient_scale import scale_gradients
 from dsl.engine.precision import scaled_loss, unscaled_gradients
 from dsl.engine.replicas import reconcile, replica_local_variables
 
@@ -67,6 +68,7 @@ def make_step(
             objective = scaled_loss(optimizer, share)
         tape = wrap_tape(tape)
         gradients = unscaled_gradients(optimizer, tape.gradient(objective, model.trainable_variables))
+        gradients = scale_gradients(model, model.trainable_variables, gradients)  # per-group learning rates
         return loss, outputs, gradients, {name: losses[name] for name in terms}
 
     if jit_gradients:

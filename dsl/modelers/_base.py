@@ -88,15 +88,17 @@ class BaseModeler:
     def l2_variables(self, model: Any) -> list[Any]:
         """The weights the L2 loss covers, chosen once per model (not per step).
 
-        Every trainable weight of the network, also those of layers a fine-tuning froze: the
-        frozen ones add a constant (no gradient), and the loss of a checkpoint is then the
-        same whether training, with its frozen backbone, or `dslrun eval`, with none, reports it.
+        The trainable weights, and those a fine-tuning froze (init_checkpoint): the frozen ones
+        add a constant (no gradient), and the loss of a checkpoint is then the same whether
+        training, with its frozen backbone, or `dslrun eval`, with none, reports it. Layers a
+        network builds frozen (resnet_cifar's zero-padding shortcuts) are not counted.
         """
+        from dsl.networks._groups import frozen_for_fine_tuning
+
         if self._l2_cache is None or self._l2_cache[0] is not model:
-            chosen = [
-                v for v in model.weights
-                if v.trainable and v.dtype.is_floating and not any(p.search(v.name) for p in self._skip_patterns)
-            ]
+            candidates = list(model.trainable_variables)
+            candidates += [v for v in frozen_for_fine_tuning(model) if not any(v is c for c in candidates)]
+            chosen = [v for v in candidates if not any(p.search(v.name) for p in self._skip_patterns)]
             self._l2_cache = (model, chosen)
         return self._l2_cache[1]
 

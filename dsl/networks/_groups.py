@@ -43,3 +43,19 @@ def head_variable_names(model: Any) -> set[str]:
     """The variable names (`logits/kernel`) of the head's layers."""
     names = set(head_layer_names(model))
     return {v.name.rsplit(":", 1)[0] for layer in model.layers if layer.name in names for v in layer.weights}
+
+
+# model -> the variables a fine-tuning froze (init_checkpoint's trainable / freeze_batch_norm)
+_FROZEN: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+def mark_frozen(model: Any, variables: list[Any]) -> None:
+    """Record `variables` as trainable weights a fine-tuning froze (not frozen by the network's design)."""
+    known = _FROZEN.setdefault(model, [])
+    known.extend(v for v in variables if not any(v is k for k in known))
+
+
+def frozen_for_fine_tuning(model: Any) -> list[Any]:
+    """The weights `mark_frozen` recorded for `model`: the L2 term counts them as if they trained,
+    so the loss does not depend on what a fine-tuning freezes."""
+    return list(_FROZEN.get(model, []))
