@@ -83,6 +83,13 @@ def test_head_only_fine_tune_resets_the_head_and_its_val_loss_is_what_eval_repor
     assert evaluated["step"] == val["step"] == 8
     for name in ("loss", "cross_entropy", "l2_loss", "accuracy"):
         assert evaluated[name] == pytest.approx(val[name], rel=1e-5), name
+    # The new task's class names (inputter.classes) name the predictions.
+    files = [str(f) for f in sorted(setup["new_data"].rglob("*.png"))[:2]]
+    predicted = dslrun("predict", str(pipeline), "--set", "inputter.classes=[cat, dog, bird]", *files).stdout
+    names = [json.loads(line)["name"] for line in predicted.splitlines()]
+    assert len(names) == 2 and set(names) <= {"cat", "dog", "bird"}
+    result = dslrun("predict", str(pipeline), "--set", "inputter.classes=[cat, dog]", *files, check=False)
+    assert result.returncode == 1 and "inputter.classes: it names 2 classes but inputter.num_classes is 3" in result.stderr
 
 
 def test_foreign_checkpoint_wrong_head_name_and_trainable_with_the_old_head_are_errors(setup):
