@@ -133,7 +133,8 @@ def _names_problem(path: str) -> str | None:
     from dsl.errors import DslError
 
     prefix = resolve_prefix(path)
-    assert prefix is not None
+    if prefix is None or prefix.endswith(".h5"):
+        return None  # a .weights.h5 file stores no names: paired with the model when the run loads it
     try:
         names = checkpoint_names(prefix)
     except (DslError, OSError, ValueError) as exc:

@@ -110,7 +110,8 @@ def plan_restore(model: tf.keras.Model, stored: dict[str, np.ndarray], path: str
     load = [n for n in names if n not in plan.skipped and n not in plan.head_reset]
     _check_shapes(load, variables, stored, path)
     plan.missing = [n for n in load if n not in stored]
-    plan.unexpected = [n for n in stored if n not in variables]
+    # A skip entry may name the file's own variables too: those are not unexpected.
+    plan.unexpected = [n for n in stored if n not in variables and not any(s.search(n) for s in skip)]
     _check_accepted(plan, params, both)
     _check_trainable_head(plan, model, params)
     plan.assignments = [(variables[n], stored[n]) for n in load if n in stored]
