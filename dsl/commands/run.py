@@ -12,7 +12,7 @@ from dsl.commands._common import load_or_exit, set_option, user_errors
 @click.command("run")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @set_option
-@click.option("--no-resume", is_flag=True, help="Start fresh; old checkpoints are moved aside, not deleted.")
+@click.option("--no-resume", is_flag=True, help="Start fresh; the old checkpoints, best/ and metrics file are moved aside, not deleted.")
 @click.option("--resume-from", metavar="PATH", help="Resume from this checkpoint (prefix or directory); an error if it does not exist.")
 @user_errors
 def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from: str | None) -> None:
