@@ -112,6 +112,11 @@ def test_foreign_checkpoint_wrong_head_name_and_trainable_with_the_old_head_are_
     assert result.returncode == 1 and "init_checkpoint.trainable without a fresh head" in result.stderr
     assert "add skip: [head]" in result.stderr
 
+    missing = finetune(setup, "missing", f"{{type: init_checkpoint, path: {setup['root'] / 'nowhere'}}}")
+    result = dslrun(str(missing), check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"dslrun: error: init_checkpoint.path: '{setup['root'] / 'nowhere'}' does not exist" in result.stderr
+
 
 def test_no_resume_sets_aside_metrics_and_best_and_a_changed_finished_run_says_so(setup):
     root, run = setup["root"], setup["root"] / "again"
