@@ -12,8 +12,8 @@ Without TensorFlow (plain `validate`, which never imports it):
 
 With TensorFlow already imported (`validate --build`), the checkpoint is opened and the
 variable names and shapes it holds are read (`checkpoint_names`: its index and object
-graph, no values): a file TensorFlow cannot read is an error. Matching those names with a
-built model is `dsl.callbacks._restore_plan.plan_restore`, which assigns nothing.
+graph, no values): a file TensorFlow cannot read is an error. With a built model,
+`restore_diagnostics` matches it by name as the run will (nothing assigned).
 """
 
 from __future__ import annotations
@@ -151,3 +151,26 @@ def checkpoint_names(prefix: str) -> dict[str, tuple[int, ...]]:
     from dsl.callbacks._pretrained import read_shapes
 
     return read_shapes(prefix)
+
+
+def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any) -> list[Diagnostic]:
+    """With a built `model` (`validate --build`): each init_checkpoint matched with its file by
+    name, as the run will (dsl.callbacks._restore_plan, nothing assigned); what the run would
+    refuse, located at the callback's path."""
+    from dsl.callbacks._pretrained import read_stored, resolve
+    from dsl.callbacks._restore_plan import plan_restore
+    from dsl.errors import DslError
+
+    found = []
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        if not isinstance(callback, dict) or callback.get("type") != "init_checkpoint":
+            continue
+        if not isinstance(callback.get("path"), str) or checkpoint_problem(callback["path"])[0] is not None:
+            continue  # said by check_init_checkpoint
+        where: JsonPath = ("callbacks", index, "path")
+        try:
+            path = resolve(callback["path"])
+            plan_restore(model, read_stored(model, path), path, callback, list(callback.get("skip") or []))
+        except DslError as exc:
+            found.append(Diagnostic.at(sources.locate(where), where, str(exc)))
+    return found

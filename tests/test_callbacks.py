@@ -728,6 +728,26 @@ def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
         make("init_checkpoint", path=str(tmp_path / "nowhere"), trainable=["nothing"]).before_run(runner)
 
 
+def test_restore_diagnostics_locate_what_the_run_would_refuse(tf, tmp_path):
+    """What `validate --build` gets: the file matched by name with the built model, located."""
+    from dsl.init_checkpoint_check import restore_diagnostics
+    from dsl.pipeline import check_pipeline_with_sources
+
+    prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", tiny_model(tf, seed=1))
+    text = ("version: 1\ninputter: {type: synthetic, image_shape: [4, 4, 1]}\nnetwork: {type: mlp}\n"
+            "modeler: {type: image_classification}\ncallbacks:\n"
+            f"  - {{type: init_checkpoint, path: {prefix}, skip: ['^logit/']}}\n"
+            f"  - {{type: train_basic}}\nrunner: {{max_epochs: 1}}\n")
+    (tmp_path / "p.yaml").write_text(text)
+    resolved, diagnostics, sources = check_pipeline_with_sources(str(tmp_path / "p.yaml"), ())
+    assert resolved is not None and sources is not None and not diagnostics
+    found = restore_diagnostics(resolved, sources, tiny_model(tf, seed=2))
+    assert [(d.line, d.path) for d in found] == [(6, "callbacks[0].path")]
+    assert "init_checkpoint.skip: ['^logit/'] match no variable" in found[0].message
+    resolved["callbacks"][0]["skip"] = []
+    assert restore_diagnostics(resolved, sources, tiny_model(tf, seed=2)) == []
+
+
 def test_backbone_lr_multiplier_scales_the_backbone_step_alone(tf, tmp_path):
     """With plain SGD the backbone moves by multiplier x what it moves without one; the head as before."""
     from dsl.engine.gradient_scale import set_multipliers
