@@ -14,6 +14,7 @@ from typing import Any
 from dsl import backend_registry, registry
 from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
+from dsl.init_checkpoint_check import check_init_checkpoint
 from dsl.outputs import check_phase_outputs
 from dsl.schedule_length import check_schedule_length
 
@@ -409,4 +410,5 @@ CHECKS: list[Check] = [
     check_top_k,
     check_phase_outputs,
     check_schedule_length,
+    check_init_checkpoint,
 ]

@@ -603,7 +603,7 @@ def test_init_checkpoint_loads_a_dslrun_run_directory(tf, tmp_path, capsys):
     runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
     make("init_checkpoint", path=str(tmp_path / "pretrained")).before_run(runner)
     assert all(loaded(target, source).values())
-    assert "init_checkpoint: loaded 8 variables from " in capsys.readouterr().out
+    assert "init_checkpoint: restored 8 variables by name from " in capsys.readouterr().out
 
 
 def test_init_checkpoint_loads_the_best_model_of_a_run(tf, tmp_path):
@@ -619,27 +619,77 @@ def test_init_checkpoint_loads_the_best_model_of_a_run(tf, tmp_path):
         assert all(loaded(target, source).values())
 
 
-def test_init_checkpoint_skips_by_pattern_and_freezes_by_trainable(tf, tmp_path, capsys):
+def test_init_checkpoint_resets_the_head_when_the_classes_change_and_freezes_by_group(tf, tmp_path, capsys):
     source = tiny_model(tf, num_classes=5, seed=1)
     prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", source)
     target = tiny_model(tf, num_classes=3, seed=2)
     fresh = target.get_layer("classifier").kernel.numpy().copy()
     runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
 
-    with pytest.raises(DslError, match=r"classifier/kernel is \(2, 3\) in the model but \(2, 5\).*init_checkpoint.skip"):
-        make("init_checkpoint", path=prefix).before_run(runner)
+    with pytest.raises(DslError, match=r"classifier/kernel is \(2, 5\) in the file, \(2, 3\) in the model.*skip"):
+        make("init_checkpoint", path=prefix, reset_head=False).before_run(runner)
     assert (target.get_layer("conv").kernel.numpy() != source.get_layer("conv").kernel.numpy()).any()
 
-    hook = make("init_checkpoint", path=prefix, skip=["^classifier/"], trainable=["classifier"])
-    hook.before_run(runner)
+    make("init_checkpoint", path=prefix, trainable=["head"]).before_run(runner)
     same = loaded(target, source)
     assert not same["classifier/kernel:0"] and (target.get_layer("classifier").kernel.numpy() == fresh).all()
     assert all(v for name, v in same.items() if not name.startswith("classifier"))
     assert [v.name for v in target.trainable_weights] == ["classifier/kernel:0", "classifier/bias:0"]
     assert not target.get_layer("conv").trainable and not target.get_layer("norm").trainable
     out = capsys.readouterr().out
-    assert "loaded 6 variables" in out and "skipped 2 by pattern (classifier/kernel, classifier/bias)" in out
+    assert "restored 6 variables by name" in out
+    assert "head reset (classifier is (2, 3) in the model, (2, 5) in the file: another number of classes)" in out
     assert "froze 2 layers; 2 variables stay trainable" in out
+
+
+def test_init_checkpoint_skips_by_pattern_and_backbone_group(tf, tmp_path, capsys):
+    source = tiny_model(tf, seed=1)
+    prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", source)
+    target = tiny_model(tf, seed=2)
+    make("init_checkpoint", path=prefix, skip=["backbone"]).before_run(FakeRunner(tmp_path / "run", model=target))
+    same = loaded(target, source)
+    assert [name for name, v in same.items() if v] == ["classifier/kernel:0", "classifier/bias:0"]
+    assert "skipped 6 by init_checkpoint.skip: conv/kernel, conv/bias, norm/gamma" in capsys.readouterr().out
+
+
+def test_init_checkpoint_refuses_what_would_silently_train_the_wrong_thing(tf, tmp_path):
+    source = tiny_model(tf, seed=1)
+    prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", source)
+    target = tiny_model(tf, seed=2)
+    runner = FakeRunner(tmp_path / "run", model=target)
+    with pytest.raises(DslError, match=r"skip: \['\^logit/'\] match no variable of the model nor of the file.*"
+                                       r"the model's variables: conv/kernel.*the file's: conv/kernel"):
+        make("init_checkpoint", path=prefix, skip=["^logit/"]).before_run(runner)
+    with pytest.raises(DslError, match=r"trainable without a fresh head: the head \(classifier/bias, "
+                                       r"classifier/kernel\) has the file's values.*reset_head: false"):
+        make("init_checkpoint", path=prefix, trainable=["head"]).before_run(runner)
+    assert not any(loaded(target, source).values())
+    make("init_checkpoint", path=prefix, trainable=["head"], reset_head=False).before_run(runner)
+    assert all(loaded(target, source).values())
+
+
+def test_init_checkpoint_of_another_network_is_an_error_naming_both_sides(tf, tmp_path, capsys):
+    """Shapes that fit are not enough: names decide, and what is missing or unexpected is said."""
+    tf.keras.utils.set_random_seed(3)
+    inputs = tf.keras.Input((4, 4, 1))
+    x = tf.keras.layers.Conv2D(2, 3, name="stem")(inputs)
+    x = tf.keras.layers.BatchNormalization(name="norm")(x)
+    x = tf.keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    other = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(x))
+    prefix = dslrun_checkpoint(tf, tmp_path / "other", other)
+    target = tiny_model(tf, seed=2)
+    runner = FakeRunner(tmp_path / "run", model=target)
+    with pytest.raises(DslError, match=r"2 variables of the model are not in .*: conv/kernel, conv/bias; "
+                                       r"the model's variables: conv/kernel.*the file's: stem/kernel.*allow_missing"):
+        make("init_checkpoint", path=prefix).before_run(runner)
+    with pytest.raises(DslError, match=r"2 variables of .* are not in the model: stem/kernel, stem/bias.*"
+                                       r"allow_unexpected"):
+        make("init_checkpoint", path=prefix, allow_missing=True).before_run(runner)
+    make("init_checkpoint", path=prefix, allow_missing=True, allow_unexpected=True).before_run(runner)
+    assert loaded(target, other)["norm/gamma:0"] and not loaded(target, other)["conv/kernel:0"]
+    assert "2 variables of the model are not in" in capsys.readouterr().err  # the accepted, said as a warning
+    # Skipping the file's own extra variables by name is accepting them too.
+    make("init_checkpoint", path=prefix, skip=["^stem/", "^conv/"]).before_run(runner)
 
 
 def test_init_checkpoint_on_a_resumed_run_only_freezes(tf, tmp_path):
@@ -659,7 +709,7 @@ def test_init_checkpoint_reads_keras_weights_files(tf, tmp_path, filename):
     source.save_weights(str(tmp_path / filename))
     target = tiny_model(tf, seed=2)
     runner = FakeRunner(tmp_path / "run", max_epochs=1, model=target)
-    make("init_checkpoint", path=str(tmp_path / filename), skip=["classifier/bias"]).before_run(runner)
+    make("init_checkpoint", path=str(tmp_path / filename), skip=["classifier/bias"], reset_head=False).before_run(runner)
     same = loaded(target, source)
     assert same.pop("classifier/bias:0") is False and all(same.values())
 
@@ -676,6 +726,55 @@ def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
     with pytest.raises(DslError, match=r"init_checkpoint.trainable \['nothing'\] matches no variable"):
         runner.resumed = True
         make("init_checkpoint", path=str(tmp_path / "nowhere"), trainable=["nothing"]).before_run(runner)
+
+
+def test_restore_diagnostics_locate_what_the_run_would_refuse(tf, tmp_path):
+    """What `validate --build` gets: the file matched by name with the built model, located."""
+    from dsl.init_checkpoint_check import restore_diagnostics
+    from dsl.pipeline import check_pipeline_with_sources
+
+    prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", tiny_model(tf, seed=1))
+    text = ("version: 1\ninputter: {type: synthetic, image_shape: [4, 4, 1]}\nnetwork: {type: mlp}\n"
+            "modeler: {type: image_classification}\ncallbacks:\n"
+            f"  - {{type: init_checkpoint, path: {prefix}, skip: ['^logit/']}}\n"
+            f"  - {{type: train_basic}}\nrunner: {{max_epochs: 1}}\n")
+    (tmp_path / "p.yaml").write_text(text)
+    resolved, diagnostics, sources = check_pipeline_with_sources(str(tmp_path / "p.yaml"), ())
+    assert resolved is not None and sources is not None and not diagnostics
+    found = restore_diagnostics(resolved, sources, tiny_model(tf, seed=2))
+    assert [(d.line, d.path) for d in found] == [(6, "callbacks[0].path")]
+    assert "init_checkpoint.skip: ['^logit/'] match no variable" in found[0].message
+    resolved["callbacks"][0]["skip"] = []
+    assert restore_diagnostics(resolved, sources, tiny_model(tf, seed=2)) == []
+
+
+def test_backbone_lr_multiplier_scales_the_backbone_step_alone(tf, tmp_path):
+    """With plain SGD the backbone moves by multiplier x what it moves without one; the head as before."""
+    from dsl.engine.gradient_scale import set_multipliers
+    from dsl.engine.steps import make_step
+
+    class Loss:
+        def loss(self, labels, logits, model):
+            return {"loss": tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits, True))}
+
+    images, labels = tf.random.uniform((4, 4, 4, 1), seed=1), tf.constant([0, 1, 2, 0])
+    moved = []
+    for multiplier in (1.0, 0.1):
+        model = tiny_model(tf, seed=1)
+        before = [v.numpy().copy() for v in model.trainable_variables]
+        set_multipliers(model, {"conv/kernel": multiplier})
+        step = make_step(model, Loss(), tf.keras.optimizers.SGD(0.5), {"loss": tf.keras.metrics.Mean()})
+        step(images, labels)
+        moved.append({v.name: v.numpy() - b for v, b in zip(model.trainable_variables, before)})
+    assert moved[1]["conv/kernel:0"] == pytest.approx(0.1 * moved[0]["conv/kernel:0"], rel=1e-4, abs=1e-7)
+    assert moved[1]["classifier/kernel:0"] == pytest.approx(moved[0]["classifier/kernel:0"], rel=1e-5)
+
+
+def test_init_checkpoint_resumed_in_the_second_phase_freezes_nothing(tf, tmp_path):
+    runner = FakeRunner(tmp_path / "run", model=tiny_model(tf))
+    runner.resumed, runner.epoch = True, 3
+    make("init_checkpoint", path="x", trainable=["head"], unfreeze_after_epochs=2).before_run(runner)
+    assert len(runner.model.trainable_weights) == 6
 
 
 def _fake_runner_honours_the_contract(runner: FakeRunner) -> RunnerView:

@@ -39,7 +39,11 @@ SHRINK: dict[str, tuple[str, list[str]]] = {
     "mlp_folder.yaml": ("folder", ["runner.max_epochs=2", "inputter.batch_size=16"]),
     "segmentation.yaml": ("shapes", ["runner.max_epochs=1", "inputter.batch_size=8", "inputter.image_shape=[32, 32, 3]"]),
     "text_classification.yaml": ("reviews", ["runner.max_epochs=1", "inputter.batch_size=16"]),
+    "finetune.yaml": ("csv", ["runner.max_epochs=1", "inputter.batch_size=16"]),
 }
+# A fine-tuning pipeline starts from its base pipeline's run: the base is trained first (shrunk)
+# and the `--set` key points the fine-tune at it. One process only: the launchers are the base's.
+FINE_TUNES = {"finetune.yaml": ("quickstart.yaml", "callbacks[0].path")}
 # What the user types before the file, per launcher.
 LAUNCHERS = {
     "local": ["dslrun"],
@@ -114,13 +118,18 @@ def test_every_shipped_pipeline_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n)))
 def test_one_process(name: str, data: dict[str, Path], tmp_path: Path) -> None:
-    result = run("local", name, data, tmp_path / "run")
+    more = []
+    if name in FINE_TUNES:
+        base, key = FINE_TUNES[name]
+        run("local", base, data, tmp_path / "base")
+        more.append(f"{key}={tmp_path / 'base'}")
+    result = run("local", name, data, tmp_path / "run", *more)
     assert "final validation" in result.stdout
     last_val(tmp_path / "run")
 
 
 @pytest.mark.parametrize("launcher", ALLREDUCE)
-@pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n)))
+@pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n) and n not in FINE_TUNES))
 def test_two_allreduce_ranks(name: str, launcher: str, data: dict[str, Path], tmp_path: Path) -> None:
     result = run(launcher, name, data, tmp_path / "run")
     assert "identical on all 2 ranks" in result.stderr, result.stderr[-3000:]
@@ -146,7 +155,7 @@ def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path
 PS_DIVERGES = {"cnn_iters.yaml"}
 
 
-@pytest.mark.parametrize("name", sorted(SHRINK))
+@pytest.mark.parametrize("name", sorted(n for n in SHRINK if n not in FINE_TUNES))
 def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Path) -> None:
     result = run("ps", name, data, tmp_path / "run", *(["runner.divergence.action=warn"] if name in PS_DIVERGES else []))
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))

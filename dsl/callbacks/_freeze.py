@@ -9,12 +9,22 @@ Imports TensorFlow: import this module inside functions only.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import tensorflow as tf
 
 from dsl.callbacks._pretrained import variable_name
 from dsl.errors import DslError
+from dsl.networks import mark_frozen
+
+
+class Matcher(Protocol):
+    """A compiled pattern, or a group (dsl.callbacks._restore_plan.Selector)."""
+
+    pattern: Any
+
+    def search(self, name: str) -> Any: ...
 
 
 def _is_layer(module: tf.Module) -> bool:
@@ -27,7 +37,7 @@ def leaf_layers(model: tf.keras.Model) -> list[tf.keras.layers.Layer]:
     return [layer for layer in layers if not any(_is_layer(m) for m in layer.submodules)]
 
 
-def freeze_unmatched(model: tf.keras.Model, patterns: list[re.Pattern[str]]) -> list[str]:
+def freeze_unmatched(model: tf.keras.Model, patterns: Sequence[Matcher]) -> list[str]:
     """Freeze every leaf layer none of whose variables matches `patterns`; the frozen layers' names."""
     leaves = [layer for layer in leaf_layers(model) if layer.weights]
     keep = [layer for layer in leaves if any(p.search(variable_name(v)) for v in layer.weights for p in patterns)]
@@ -38,6 +48,34 @@ def freeze_unmatched(model: tf.keras.Model, patterns: list[re.Pattern[str]]) -> 
             f"so nothing would train; variable names look like: {examples}"
         )
     frozen = [layer for layer in leaves if layer not in keep]
-    for layer in frozen:
-        layer.trainable = False
+    _freeze(model, frozen)
     return [layer.name for layer in frozen]
+
+
+def _freeze(model: tf.keras.Model, layers: list[tf.keras.layers.Layer]) -> None:
+    """Freeze `layers`, recording the weights that trained until now (the L2 term keeps counting them)."""
+    mark_frozen(model, [v for layer in layers for v in layer.trainable_weights])
+    for layer in layers:
+        layer.trainable = False
+
+
+def _is_batch_norm(layer: tf.keras.layers.Layer) -> bool:
+    return isinstance(layer, tf.keras.layers.BatchNormalization) or "BatchNormalization" in type(layer).__name__
+
+
+def freeze_batch_norm(model: tf.keras.Model) -> list[str]:
+    """Freeze every batch normalisation layer (inference mode, nothing trained); their names."""
+    layers = [layer for layer in leaf_layers(model) if _is_batch_norm(layer)]
+    _freeze(model, layers)
+    return [layer.name for layer in layers]
+
+
+def unfreeze(model: tf.keras.Model, names: list[str], keep_batch_norm_frozen: bool = False) -> list[str]:
+    """Make the leaf layers `names` (those `freeze_unmatched` froze) trainable again, batch
+    normalisation too unless kept frozen; the names of those thawed. Layers a network built
+    frozen stay so."""
+    thawed = [layer for layer in leaf_layers(model) if layer.name in names and not layer.trainable
+              and not (keep_batch_norm_frozen and _is_batch_norm(layer))]
+    for layer in thawed:
+        layer.trainable = True
+    return [layer.name for layer in thawed]

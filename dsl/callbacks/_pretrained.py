@@ -2,13 +2,13 @@
 
 Two sources:
 - a checkpoint written by dslrun (a `tf.train.Checkpoint` holding the model under `model`):
-  its object graph is walked alongside the live model, child name by child name, so each
-  stored value lands on the variable that sits at the same place in the network;
-- a Keras weights file: `model.save_weights("x.h5")` (paired layer by layer in order, as
-  Keras loads it) or `"x.weights.h5"` (paired by the names that format files layers under).
+  read by variable name (`conv_1/kernel`), which its object graph records beside each
+  positional key, so a checkpoint of another network never fills the wrong layers;
+- a Keras weights file: `model.save_weights("x.h5")` (by the weight names it stores) or
+  `"x.weights.h5"` (paired by the names that format files layers under).
 
-Nothing is assigned here: the caller checks skips and shapes first, so that an error
-leaves the model untouched. Imports TensorFlow: import this module inside functions only.
+Nothing is assigned here: the caller matches names, skips and shapes first, so that an
+error leaves the model untouched. Imports TensorFlow: import this module inside functions only.
 """
 
 from __future__ import annotations
@@ -57,15 +57,34 @@ def resolve(path: str) -> str:
     )
 
 
-def read_pairs(model: tf.keras.Model, path: str) -> list[Pair]:
-    """(model variable, stored value) for every model variable the file holds."""
+def read_stored(model: tf.keras.Model | None, path: str) -> dict[str, np.ndarray]:
+    """The file's model variables by name (`conv_1/kernel`), as the file itself names them.
+
+    A checkpoint's object graph records each variable's own name beside its positional key
+    (`model/layer_with_weights-0/kernel`), and a legacy `.h5` file its weight names: both
+    are read by name, so a file of another network can never land in the wrong layers.
+    Only the `.weights.h5` format stores no names; it is paired as Keras pairs it (`model`
+    needed), by layer class and order.
+    """
+    if path.endswith(".weights.h5") and model is not None and not _is_legacy_h5(path):
+        return {variable_name(variable): value for variable, value in _h5_pairs(model, path)}
     if path.endswith(".h5"):
-        return _h5_pairs(model, path)
-    return _checkpoint_pairs(model, path)
+        return _legacy_named(path)
+    return _checkpoint_named(path)
 
 
-def _checkpoint_pairs(model: tf.keras.Model, prefix: str) -> list[Pair]:
-    reader = tf.train.load_checkpoint(prefix)
+def read_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """The file's model variables by name with their shapes, read without any model (a
+    checkpoint's index only: the values are not read). For `dslrun show --variables`."""
+    if path.endswith(".h5"):
+        return {name: tuple(value.shape) for name, value in read_stored(None, path).items()}
+    reader = tf.train.load_checkpoint(path)
+    shapes = reader.get_variable_to_shape_map()
+    return {name: tuple(shapes[key]) for name, key in _checkpoint_keys(reader, path).items()}
+
+
+def _checkpoint_keys(reader: Any, prefix: str) -> dict[str, str]:
+    """Variable name -> checkpoint key, for the variables under the checkpoint's `model` entry."""
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     root = next((c.node_id for c in graph.nodes[0].children if c.local_name == "model"), None)
@@ -75,32 +94,59 @@ def _checkpoint_pairs(model: tf.keras.Model, prefix: str) -> list[Pair]:
             f"{_KEY}: {prefix!r} has no `model` entry (it holds: {names}); give a checkpoint written "
             f"by dslrun, or Keras weights saved with model.save_weights('x.h5')"
         )
-    pairs: list[Pair] = []
+    keys: dict[str, str] = {}
     seen: set[int] = set()
-    stack: list[tuple[int, Any]] = [(root, model)]
+    stack = [root]
     while stack:
-        node_id, obj = stack.pop()
+        node_id = stack.pop()
         if node_id in seen:
             continue
         seen.add(node_id)
         node = graph.nodes[node_id]
         for attribute in node.attributes:
-            if attribute.name == "VARIABLE_VALUE" and isinstance(obj, tf.Variable):
-                pairs.append((obj, reader.get_tensor(attribute.checkpoint_key)))
-        if node.children:
-            live = tf.train.TrackableView.children(obj)
-            # Reversed, so that variables come out in the network's order (messages list them).
-            stack.extend((c.node_id, live[c.local_name]) for c in reversed(node.children) if c.local_name in live)
-    return pairs
+            if attribute.name == "VARIABLE_VALUE":
+                name = attribute.full_name.rsplit(":", 1)[0] or attribute.checkpoint_key
+                keys.setdefault(name, attribute.checkpoint_key)
+        # Reversed, so that variables come out in the network's order (messages list them).
+        stack.extend(c.node_id for c in reversed(node.children))
+    return keys
+
+
+def _checkpoint_named(prefix: str) -> dict[str, np.ndarray]:
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(key) for name, key in _checkpoint_keys(reader, prefix).items()}
+
+
+def _is_legacy_h5(path: str) -> bool:
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        return "layer_names" in handle.attrs or "model_weights" in handle
+
+
+def _legacy_named(path: str) -> dict[str, np.ndarray]:
+    """`save_weights("x.h5")`: every layer's weights under their own names (`conv/kernel:0`)."""
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        if not ("layer_names" in handle.attrs or "model_weights" in handle):
+            raise DslError(
+                f"{_KEY}: {path!r} is not a Keras weights file with weight names (no layer_names in it); "
+                f"save it with model.save_weights('x.h5'), or name it x.weights.h5 if Keras wrote that format"
+            )
+        group = handle.get("model_weights", handle)
+        named: dict[str, np.ndarray] = {}
+        for layer_name in _text(group.attrs["layer_names"]):
+            layer_group = group[layer_name]
+            for weight in _text(layer_group.attrs["weight_names"]):
+                named[weight.rsplit(":", 1)[0]] = np.asarray(layer_group[weight])
+        return named
 
 
 def _h5_pairs(model: tf.keras.Model, path: str) -> list[Pair]:
     import h5py
 
     with h5py.File(path, "r") as handle:
-        if "layer_names" in handle.attrs or "model_weights" in handle:
-            group = handle.get("model_weights", handle)
-            return _legacy_pairs(model, group, path)
         if "layers" in handle:
             return _by_name_pairs(model, handle["layers"], path)
     raise DslError(f"{_KEY}: {path!r} is not a Keras weights file (no layer_names or layers in it)")
@@ -108,32 +154,6 @@ def _h5_pairs(model: tf.keras.Model, path: str) -> list[Pair]:
 
 def _text(names: Any) -> list[str]:
     return [n.decode("utf-8") if isinstance(n, bytes) else str(n) for n in names]
-
-
-def _legacy_pairs(model: tf.keras.Model, group: Any, path: str) -> list[Pair]:
-    """`save_weights("x.h5")`: layers with weights, in order, as Keras' own `load_weights` pairs them."""
-    stored = []
-    for layer_name in _text(group.attrs["layer_names"]):
-        layer_group = group[layer_name]
-        values = [np.asarray(layer_group[w]) for w in _text(layer_group.attrs["weight_names"])]
-        if values:
-            stored.append(values)
-    layers = [layer for layer in model.layers if layer.weights]
-    if len(stored) != len(layers):
-        raise DslError(
-            f"{_KEY}: {path!r} has weights for {len(stored)} layers but the model has {len(layers)} "
-            f"layers with weights; it was saved from another network"
-        )
-    pairs: list[Pair] = []
-    for layer, values in zip(layers, stored):
-        variables = layer.trainable_weights + layer.non_trainable_weights
-        if len(variables) != len(values):
-            raise DslError(
-                f"{_KEY}: layer {layer.name} has {len(variables)} variables but {path!r} stores "
-                f"{len(values)} for it; it was saved from another network"
-            )
-        pairs.extend(zip(variables, values))
-    return pairs
 
 
 def _keras_path_name(layer: tf.keras.layers.Layer) -> str:

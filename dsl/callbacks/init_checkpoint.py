@@ -1,7 +1,10 @@
 """`init_checkpoint`: start training from pretrained weights (fine-tuning, transfer learning).
 
-It acts only on a fresh run: when the run resumed from its own checkpoint, the weights are
-already the trained ones and loading the pretrained ones would undo that. Freezing by
+Weights are restored by variable name; what is restored, reset, skipped, missing from the
+file or unexpected in it is decided before anything is assigned (dsl/callbacks/_restore_plan.py),
+so an error leaves the model as it was. It acts only on a fresh run: when the run resumed
+from its own checkpoint, the weights are already the trained ones and loading the
+pretrained ones would undo that. Freezing by
 `trainable` applies on resumed runs too, so a resumed fine-tuning trains the same layers.
 """
 
@@ -35,7 +38,8 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
         "path": {
             "description": (
                 "Pretrained weights: a dslrun run directory (or its checkpoints/ or best/), a checkpoint "
-                "prefix such as runs/x/checkpoints/ckpt-100, or a Keras .h5 / .weights.h5 weights file."
+                "prefix such as runs/x/checkpoints/ckpt-100, or a Keras .h5 / .weights.h5 weights file. "
+                "Variables are restored by name (conv_1/kernel), never by position."
             ),
             "type": "string",
             "minLength": 1,
@@ -43,89 +47,188 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
         "skip": {
             **_PATTERNS,
             "description": (
-                "Regular expressions of variable names not to load (searched in names like logits/kernel), "
-                "e.g. ['^logits/'] to keep a fresh classifier for a new number of classes."
+                "Variables not to load: `head` or `backbone` (the network's groups), or regular expressions "
+                "searched in names like logits/kernel. Each entry must match a variable of the model or of "
+                "the file."
             ),
             "default": [],
         },
         "trainable": {
             "description": (
-                "Regular expressions of variable names to train; layers with no matching variable are "
-                "frozen (null: train everything)."
+                "Variables to train: `head`, `backbone` or regular expressions of variable names; layers with "
+                "no matching variable are frozen, and a frozen batch normalisation layer keeps its moving "
+                "statistics (null: train everything)."
             ),
             "anyOf": [{**_PATTERNS, "minItems": 1}, {"type": "null"}],
             "default": None,
         },
+        "reset_head": {
+            "description": (
+                "Whether the network's head (its classifier, see `dslrun show --variables`) keeps its fresh "
+                "initial values: null = when the file's head has another shape (another number of classes) "
+                "or is absent; true = always; false = restore it (an error when the shapes differ)."
+            ),
+            "type": ["boolean", "null"],
+            "default": None,
+        },
+        "allow_missing": {
+            "description": (
+                "Accept a file that lacks some of the model's variables (besides the head): they keep their "
+                "initial values and are listed as a warning. false: an error, the sign of another network."
+            ),
+            "type": "boolean",
+            "default": False,
+        },
+        "allow_unexpected": {
+            "description": (
+                "Accept a file holding variables the model has not (a larger network): they are listed as a "
+                "warning and ignored. false: an error."
+            ),
+            "type": "boolean",
+            "default": False,
+        },
+        "unfreeze_after_epochs": {
+            "description": (
+                "Two-phase fine-tuning: train what `trainable` selects for this many data epochs, then every "
+                "layer (batch normalisation as freeze_batch_norm says). null: `trainable` holds for the whole run."
+            ),
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+        },
+        "backbone_lr_multiplier": {
+            "description": (
+                "The backbone's learning rate as a fraction of the optimizer's whenever it trains (after "
+                "unfreeze_after_epochs, or the whole run without `trainable`), e.g. 0.1; the head keeps the "
+                "optimizer's. Applied to the gradients: sgd, momentum and nesterov only."
+            ),
+            "type": "number",
+            "exclusiveMinimum": 0.0,
+            "default": 1.0,
+        },
+        "freeze_batch_norm": {
+            "description": (
+                "Keep every batch normalisation layer frozen for the whole run: inference mode (the base data's "
+                "moving mean and variance), gamma and beta not trained. false: a batch normalisation layer "
+                "trains, and updates its statistics, when its layer is trainable."
+            ),
+            "type": "boolean",
+            "default": False,
+        },
     },
     required=("path",),
     description=(
-        "Load pretrained weights before training starts (not when resuming), optionally skipping or freezing layers."
+        "Load pretrained weights by variable name before training starts (not when resuming): the head reset "
+        "when the classes change, layers skipped or frozen by group (head, backbone) or pattern."
     ),
     unique=True,
 )
 class InitCheckpoint(Callback):
-    """Lambda's pretrained model, with name patterns for what to load and what to train.
+    """Lambda's pretrained model restored by name, with Model Garden's head / backbone groups.
 
     Example:
         callbacks:
-          - {type: init_checkpoint, path: runs/cifar10/best, skip: ['^logits/'], trainable: ['^logits/']}
+          - {type: init_checkpoint, path: runs/cifar10/best, trainable: [head]}
     """
 
     priority = "VERY_HIGH"
 
     def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
         super().__init__(params, context)
-        self.skip = _compile(self.params.get("skip") or [], "init_checkpoint.skip")
+        self._unfreeze_at: int | None = None
+        self._frozen: list[str] = []  # the layers `trainable` froze
+        self.skip_entries: list[str] = list(self.params.get("skip") or [])
         trainable = self.params.get("trainable")
-        self.trainable = None if trainable is None else _compile(trainable, "init_checkpoint.trainable")
+        self.trainable_entries: list[str] | None = None if trainable is None else list(trainable)
+        _compile(self.skip_entries, "init_checkpoint.skip")
+        if self.trainable_entries is not None:
+            _compile(self.trainable_entries, "init_checkpoint.trainable")
 
     def before_run(self, runner: Any) -> None:
         if runner.resumed:
             runner.print("init_checkpoint: resumed from the run directory, pretrained weights not loaded")
         else:
             self._load(runner)
-        if self.trainable is not None:
+        self._unfreeze_at = self.params.get("unfreeze_after_epochs")
+        if self._unfreeze_at is not None and runner.epoch >= self._unfreeze_at:
+            self._unfreeze_at = None  # resumed in the second phase: nothing is frozen
+        elif self.trainable_entries is not None:
             self._freeze(runner)
+        if self.params.get("freeze_batch_norm"):
+            self._freeze_batch_norm(runner)
+        self._scale_backbone(runner)
+
+    def before_train_iter(self, runner: Any) -> None:
+        """The second phase of a two-phase fine-tuning starts at its data epoch."""
+        if self._unfreeze_at is not None and runner.epoch >= self._unfreeze_at:
+            from dsl.callbacks._freeze import unfreeze
+
+            thawed = unfreeze(runner.model, self._frozen, keep_batch_norm_frozen=bool(self.params.get("freeze_batch_norm")))
+            self._unfreeze_at = None
+            self._scale_backbone(runner)
+            runner.compile_calls()  # the train step differentiates the variables trainable when traced
+            runner.print(f"init_checkpoint: epoch {runner.epoch}: unfroze {len(thawed)} layers; "
+                         f"{len(runner.model.trainable_weights)} variables train{self._rate_note()}")
+
+    def _rate_note(self) -> str:
+        multiplier = self.params.get("backbone_lr_multiplier", 1.0)
+        return f", the backbone at {multiplier:g} x the learning rate" if multiplier != 1.0 else ""
+
+    def _scale_backbone(self, runner: Any) -> None:
+        multiplier = float(self.params.get("backbone_lr_multiplier", 1.0))
+        if multiplier == 1.0:
+            return
+        from dsl.engine.gradient_scale import set_multipliers
+        from dsl.networks import head_variable_names
+
+        head = head_variable_names(runner.model)
+        names = [v.name.rsplit(":", 1)[0] for v in runner.model.weights]
+        set_multipliers(runner.model, {name: multiplier for name in names if name not in head})
+
+    def _freeze_batch_norm(self, runner: Any) -> None:
+        from dsl.callbacks._freeze import freeze_batch_norm
+
+        frozen = freeze_batch_norm(runner.model)
+        runner.print(f"init_checkpoint: froze {len(frozen)} batch normalisation layers (freeze_batch_norm)")
 
     def _load(self, runner: Any) -> None:
-        from dsl.callbacks._pretrained import read_pairs, resolve, variable_name
+        from dsl.callbacks._pretrained import read_stored, resolve
+        from dsl.callbacks._restore_plan import plan_restore
 
         path = resolve(self.params["path"])
-        pairs = read_pairs(runner.model, path)
-        if not pairs:
-            raise DslError(f"init_checkpoint.path: {path!r} holds no variable of this model")
-        named = [(variable_name(variable), variable, value) for variable, value in pairs]
-        skipped = [name for name, _, _ in named if any(p.search(name) for p in self.skip)]
-        load = [(name, variable, value) for name, variable, value in named if name not in skipped]
-        wrong = [(name, variable, value) for name, variable, value in load if value.shape != tuple(variable.shape)]
-        if wrong:
-            details = "; ".join(
-                f"{name} is {tuple(variable.shape)} in the model but {value.shape} in the file"
-                for name, variable, value in wrong
-            )
-            example = wrong[0][0].split("/")[0]
-            raise DslError(
-                f"init_checkpoint: shapes differ from {path!r}: {details}; add a pattern matching these "
-                f"variables to init_checkpoint.skip to keep their fresh values, e.g. skip: ['^{example}/']"
-            )
-        for _, variable, value in load:
+        stored = read_stored(runner.model, path)
+        plan = plan_restore(runner.model, stored, path, self.params, self.skip_entries)
+        for variable, value in plan.assignments:
             variable.assign(value.astype(variable.dtype.as_numpy_dtype))
-        self._report(runner, path, len(load), skipped, len(runner.model.weights) - len(pairs))
-
-    def _report(self, runner: Any, path: str, loaded: int, skipped: list[str], absent: int) -> None:
-        unused = [p.pattern for p in self.skip if not any(p.search(name) for name in skipped)]
-        message = f"init_checkpoint: loaded {loaded} variables from {path}"
-        if skipped:
-            message += f"; skipped {len(skipped)} by pattern ({', '.join(skipped)})"
-        if absent:
-            message += f"; {absent} not in the file kept their initial values"
-        if unused:
-            message += f"; skip patterns matching nothing: {unused}"
-        runner.print(message)
+        for line in plan.report():
+            runner.print(line)
+        for line in plan.warnings():
+            runner.notice(f"warning: {line}")
 
     def _freeze(self, runner: Any) -> None:
         from dsl.callbacks._freeze import freeze_unmatched
+        from dsl.callbacks._restore_plan import selectors
 
-        frozen = freeze_unmatched(runner.model, self.trainable)
+        frozen = freeze_unmatched(runner.model, selectors(runner.model, self.trainable_entries or [],
+                                                          "init_checkpoint.trainable"))
+        self._frozen = frozen
         trainable = len(runner.model.trainable_weights)
         runner.print(f"init_checkpoint: froze {len(frozen)} layers; {trainable} variables stay trainable")
+
+
+# What validate (dsl/init_checkpoint_check.py) asks of a checkpoint; the readers are private here.
+def stored_shapes(prefix: str) -> dict[str, tuple[int, ...]]:
+    """The model variables a checkpoint (or .h5 file) holds, by name, with their shapes (imports TensorFlow)."""
+    from dsl.callbacks._pretrained import read_shapes
+
+    return read_shapes(prefix)
+
+
+def check_restore(model: Any, callback: dict[str, Any]) -> None:
+    """Match `model` with an init_checkpoint entry's file by name, as the run will, assigning
+    nothing; raises DslError with what the run would refuse."""
+    from dsl.callbacks._pretrained import read_stored, resolve
+    from dsl.callbacks._restore_plan import plan_restore
+
+    path = resolve(callback["path"])
+    plan_restore(model, read_stored(model, path), path, callback, list(callback.get("skip") or []))

@@ -12,7 +12,7 @@ from dsl.commands._common import load_or_exit, set_option, user_errors
 @click.command("run")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @set_option
-@click.option("--no-resume", is_flag=True, help="Start fresh; old checkpoints are moved aside, not deleted.")
+@click.option("--no-resume", is_flag=True, help="Start fresh; the old checkpoints, best/ and metrics file are moved aside, not deleted.")
 @click.option("--resume-from", metavar="PATH", help="Resume from this checkpoint (prefix or directory); an error if it does not exist.")
 @user_errors
 def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from: str | None) -> None:
@@ -34,6 +34,12 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
             click.echo(f"dslrun: warning: {warning}", err=True)
 
     code = runner.run(on_start=store_pipeline if owner else None)
+    if owner and runner.already_finished:
+        from dsl.engine.rundir import differs_from_stored
+
+        warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline))
+        if warning:
+            click.echo(f"dslrun: warning: {warning}", err=True)
     if owner and code == 0 and not runner.already_finished:
         click.echo(f"dslrun: run directory: {runner.model_dir}")
         finals = [record for record in runner.history if record["mode"] == "val"]

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import click
 
-from dsl.commands._common import load_or_exit, set_option
+from dsl.commands._common import load_or_exit, set_option, user_errors
 
 
 @click.command("show")
 @click.argument("path", type=click.Path(dir_okay=True))
 @set_option
-def command(path: str, overrides: tuple[str, ...]) -> None:
+@click.option("--variables", is_flag=True,
+              help="Build the network (reads the data, imports TensorFlow) and list its variables: name, shape, "
+                   "head or backbone, trained or not — the names init_checkpoint's skip and trainable match.")
+@user_errors
+def command(path: str, overrides: tuple[str, ...], variables: bool) -> None:
     """Print the resolved pipeline as YAML: extends merged, ${ENV} and --set applied, every default filled.
 
-    This is the text a run stores as pipeline.yaml in its run directory.
+    This is the text a run stores as pipeline.yaml in its run directory. With --variables,
+    the built network's variables instead.
     """
+    pipeline = load_or_exit(path, overrides)
+    if variables:
+        from dsl.commands._variables import variables_table
+
+        click.echo(variables_table(pipeline), nl=False)
+        return
     from dsl.pipeline import dump_pipeline
 
-    click.echo(dump_pipeline(load_or_exit(path, overrides)), nl=False)
+    click.echo(dump_pipeline(pipeline), nl=False)

@@ -85,13 +85,27 @@ class Checkpoints:
         return listed[::-1], False
 
     def _set_aside_old(self) -> None:
-        """--no-resume: keep the old checkpoints (renamed) instead of mixing or deleting them."""
+        """--no-resume: keep the old run's checkpoints, best model and metrics (renamed with the
+        same time stamp) instead of mixing the new run into them or deleting them."""
         directory = self.directory
-        if self.placement.is_chief and directory.exists() and any(directory.iterdir()):
-            target = directory.with_name(f"checkpoints.old-{time.strftime('%Y%m%d-%H%M%S')}")
+        if not self.placement.is_chief:
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        if directory.exists() and any(directory.iterdir()):
+            target = directory.with_name(f"checkpoints.old-{stamp}")
             directory.rename(target)
             self.notice(f"--no-resume: moved the old checkpoints to {target}")
             self.manager = self._manager()
+        moved = [set_aside(path, stamp) for path in self._old_results()]
+        if moved:
+            self.notice(f"--no-resume: moved the old {', '.join(p.name.split('.')[0] for p in moved)} to "
+                        f"{', '.join(str(p) for p in moved)}")
+
+    def _old_results(self) -> list[Path]:
+        """What a former run left beside its checkpoints that a new run would mix into or replace."""
+        model_dir = self.directory.parent
+        paths = [model_dir / "best", model_dir / "metrics.jsonl", model_dir / "metrics.csv"]
+        return [path for path in paths if path.exists()]
 
     def restore_newest_usable(self, candidates: list[str], explicit: bool, weights_only: bool, option: str) -> str | None:
         """The first of `candidates` that restores; damaged ones are skipped unless the user named it.
@@ -190,6 +204,13 @@ def holds_training_state(path: str) -> bool:
     except (tf.errors.OpError, ValueError, OSError):
         return True  # unreadable: restoring it says why
     return "step/.ATTRIBUTES/VARIABLE_VALUE" in names
+
+
+def set_aside(path: Path, stamp: str) -> Path:
+    """Rename `path` to `<stem>.old-<stamp><suffix>` (best -> best.old-…, metrics.jsonl -> metrics.old-….jsonl)."""
+    target = path.with_name(f"{path.stem}.old-{stamp}{path.suffix}")
+    path.rename(target)
+    return target
 
 
 def resolve_checkpoint(path: str, option: str) -> str:

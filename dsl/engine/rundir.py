@@ -80,6 +80,18 @@ def read_done(model_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def differs_from_stored(model_dir: Path, text: str) -> str | None:
+    """A warning when `text` is not the pipeline stored in `model_dir` (nothing is written):
+    a finished run re-run with a changed pipeline trains nothing, and must say so."""
+    path = model_dir / "pipeline.yaml"
+    if not path.exists() or path.read_text(encoding="utf-8") == text:
+        return None
+    return (
+        f"the pipeline differs from the one stored in {path}, which this finished run used; nothing was "
+        "trained with the new one: run with --no-resume (the old run is set aside) or another runner.model_dir"
+    )
+
+
 class MetricsFile:
     """Appends one record per phase to metrics.jsonl (or rewrites metrics.csv atomically)."""
 

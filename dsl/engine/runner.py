@@ -36,6 +36,7 @@ from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import replicas_agree
 from dsl.engine.run_state import Read, RunState, World
 from dsl.engine.rundir import MetricsFile, clear_done, mark_done
+from dsl.engine.steps import phase_metrics
 from dsl.engine.summaries import SummaryWriters
 from dsl.errors import DslError
 from dsl.scaling import Scaling
@@ -85,8 +86,7 @@ class Runner:
         with backend.scope():
             self.optimizer = with_loss_scaling(self.modeler.optimizer(self.steps_per_epoch, self.scaling.lr_factor))
             self.optimizer.build(self.model.trainable_variables)
-            self.metrics = {mode: {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"), **self.modeler.metrics(mode)}
-                            for mode in ("train", "val")}
+            self.metrics = {mode: phase_metrics(self.modeler, mode) for mode in ("train", "val")}
             self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
                           for name in ("step", "epoch", "data_position")}
         # [resumed, val phases done at the restored step, a callback ended the run]: the chief's (resume.py)

@@ -24,6 +24,7 @@ from typing import Any, cast
 import tensorflow as tf
 
 from dsl.engine.contracts import Average, StepCall
+from dsl.engine.gradient_scale import scale_gradients
 from dsl.engine.precision import scaled_loss, unscaled_gradients
 from dsl.engine.replicas import reconcile, replica_local_variables
 
@@ -55,29 +56,43 @@ def make_step(
     aborted when it tried).
     """
     loss_metric = metrics["loss"]
-    others = [metric for name, metric in metrics.items() if name != "loss"]
+    terms = loss_term_metrics(modeler, metrics)
+    others = [metric for name, metric in metrics.items() if name != "loss" and name not in terms]
 
-    def gradients_of(features: Any, targets: Any) -> tuple[tf.Tensor, Any, list[tf.Tensor]]:
+    def gradients_of(features: Any, targets: Any) -> tuple[tf.Tensor, Any, list[tf.Tensor], dict[str, tf.Tensor]]:
         with tf.GradientTape() as tape:
             outputs = model(features, training=True)
-            loss = modeler.loss(targets, outputs, model)["loss"]
+            losses = modeler.loss(targets, outputs, model)
+            loss = losses["loss"]
             share = loss / num_replicas if num_replicas > 1 else loss
             objective = scaled_loss(optimizer, share)
         tape = wrap_tape(tape)
-        return loss, outputs, unscaled_gradients(optimizer, tape.gradient(objective, model.trainable_variables))
+        gradients = unscaled_gradients(optimizer, tape.gradient(objective, model.trainable_variables))
+        gradients = scale_gradients(model, model.trainable_variables, gradients)  # per-group learning rates
+        return loss, outputs, gradients, {name: losses[name] for name in terms}
 
     if jit_gradients:
         gradients_of = tf.function(gradients_of, jit_compile=True)
 
     def step(features: Any, targets: Any) -> tf.Tensor:
-        loss, outputs, gradients = gradients_of(features, targets)
+        loss, outputs, gradients, values = gradients_of(features, targets)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         for metric in others:
             metric.update_state(targets, outputs)
+        for name, metric in terms.items():
+            metric.update_state(values[name])
         loss_metric.update_state(loss)
         return tf.cast(loss, tf.float32)
 
     return step
+
+
+def loss_term_metrics(modeler: Any, metrics: dict[str, tf.keras.metrics.Metric]) -> dict[str, tf.keras.metrics.Metric]:
+    """The metrics that average parts of the modeler's loss (`cross_entropy`, `l2_loss`: the
+    modeler's `loss_terms()`), updated with that part of `modeler.loss(...)` rather than with
+    (targets, outputs). The data loss and the regulariser are reported apart this way."""
+    names: list[str] = getattr(modeler, "loss_terms", lambda: [])()
+    return {name: metrics[name] for name in names if name in metrics}
 
 
 def make_train_call(
@@ -161,7 +176,8 @@ def make_val_call(
 ) -> StepCall:
     """A `tf.function(iterator, num_steps)` evaluating `num_steps` batches in inference mode."""
     loss_metric = metrics["loss"]
-    others = {name: metric for name, metric in metrics.items() if name != "loss"}
+    terms = loss_term_metrics(modeler, metrics)
+    others = {name: metric for name, metric in metrics.items() if name != "loss" and name not in terms}
 
     @tf.function
     def val_call(iterator: Any, num_steps: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -169,14 +185,16 @@ def make_val_call(
         for _ in tf.range(num_steps):
             features, targets = next(iterator)
             outputs = model(features, training=False)
-            loss = modeler.loss(targets, outputs, model)["loss"]
+            losses = modeler.loss(targets, outputs, model)
             # Weighted by batch size: a short last batch counts for what it holds.
-            examples = tf.shape(tf.nest.flatten(targets)[0])[0]
-            loss_metric.update_state(loss, sample_weight=tf.cast(examples, tf.float32))
+            examples = tf.cast(tf.shape(tf.nest.flatten(targets)[0])[0], tf.float32)
+            loss_metric.update_state(losses["loss"], sample_weight=examples)
+            for name, metric in terms.items():
+                metric.update_state(losses[name], sample_weight=examples)
             for metric in others.values():
                 metric.update_state(targets, outputs)
         outputs = {"loss": loss_metric.result()}
-        outputs.update({name: metric.result() for name, metric in others.items()})
+        outputs.update({name: metric.result() for name, metric in {**terms, **others}.items()})
         return outputs
 
     return cast(StepCall, val_call)  # tf.function is untyped
@@ -192,3 +210,12 @@ def make_predict_call(model: tf.keras.Model, modeler: Any, preprocess: Callable[
         return cast(dict[str, tf.Tensor], modeler.predictions(model(prepared, training=False)))
 
     return predict_call
+
+
+def phase_metrics(modeler: Any, mode: str) -> dict[str, tf.keras.metrics.Metric]:
+    """`mode`'s metrics: `loss` (a Mean), a Mean per part of the loss the modeler reports apart
+    (`loss_terms()`, e.g. cross_entropy and l2_loss), then the modeler's own."""
+    terms: list[str] = getattr(modeler, "loss_terms", lambda: [])()
+    return {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"),
+            **{term: tf.keras.metrics.Mean(name=f"{mode}_{term}") for term in terms},
+            **modeler.metrics(mode)}

@@ -21,6 +21,7 @@ from dsl.inputters._common import (
     NUM_CLASSES_PARAM,
     Listing,
     as_list,
+    check_num_classes,
     existing_file,
     image_shape_param,
     skipped_outputs,
@@ -32,6 +33,17 @@ from dsl.registry import register
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a CSV file of `path,label` rows", {"type": "string", "minLength": 1}),
     "num_classes": NUM_CLASSES_PARAM,
+    "classes": {
+        "type": ["array", "null"],
+        "items": {"type": "string", "minLength": 1},
+        "minItems": 2,
+        "uniqueItems": True,
+        "default": None,
+        "description": (
+            "Class names in label order (label 0 first), one per class: `dslrun predict` names each "
+            "prediction's class (`name`), as image_folder and text inputters do. null = indices only."
+        ),
+    },
     "image_shape": image_shape_param(),
     "header": {
         "description": (
@@ -73,7 +85,11 @@ def build(params: dict[str, Any], context: Any) -> Any:
         if p[mode] is not None:
             key = f"inputter.{mode}"
             listings[mode] = read_csvs(as_list(p[mode]), key, p["num_classes"], p["header"])
-    return FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
+    inputter = FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
+    if p["classes"]:
+        check_num_classes(len(p["classes"]), p, "inputter.classes", f"it names {len(p['classes'])} classes")
+        inputter.class_names = list(p["classes"])
+    return inputter
 
 
 def read_csvs(values: list[str], key: str, num_classes: int, header: str | bool = "auto") -> Listing:

@@ -20,8 +20,10 @@ from dsl.modelers._schedules import fill_schedule, schedule_param
 TRAINING_PARAMS: dict[str, dict[str, Any]] = {
     "weight_decay": {
         "description": (
-            "L2 coefficient: loss += weight_decay * sum(v^2)/2 over the trainable variables not "
-            "matched by skip_l2_loss_vars (Lambda's l2_weight_decay; 0 = no L2 loss)."
+            "L2 coefficient: loss += weight_decay * sum(v^2)/2 over the trainable weights not "
+            "matched by skip_l2_loss_vars, frozen ones included, so the loss does not depend on what is "
+            "frozen (Lambda's l2_weight_decay; 0 = no L2 loss). With it, cross_entropy and l2_loss are "
+            "reported beside loss."
         ),
         "type": "number",
         "minimum": 0.0,
@@ -78,12 +80,25 @@ class BaseModeler:
         schedule = self.learning_rate(steps_per_epoch, scale)
         return build_optimizer(self.params["optimizer"], schedule, self.params["skip_l2_loss_vars"])
 
+    def loss_terms(self) -> list[str]:
+        """The parts of `loss()` the loop reports beside `loss`: the data loss and the L2 term,
+        when there is one (`modeler.weight_decay` > 0)."""
+        return ["cross_entropy", "l2_loss"] if self.params["weight_decay"] else []
+
     def l2_variables(self, model: Any) -> list[Any]:
-        """The trainable variables the L2 loss covers, chosen once per model (not per step)."""
+        """The weights the L2 loss covers, chosen once per model (not per step).
+
+        The trainable weights, and those a fine-tuning froze (init_checkpoint): the frozen ones
+        add a constant (no gradient), and the loss of a checkpoint is then the same whether
+        training, with its frozen backbone, or `dslrun eval`, with none, reports it. Layers a
+        network builds frozen (resnet_cifar's zero-padding shortcuts) are not counted.
+        """
+        from dsl.networks import frozen_for_fine_tuning
+
         if self._l2_cache is None or self._l2_cache[0] is not model:
-            chosen = [
-                v for v in model.trainable_variables if not any(p.search(v.name) for p in self._skip_patterns)
-            ]
+            candidates = list(model.trainable_variables)
+            candidates += [v for v in frozen_for_fine_tuning(model) if not any(v is c for c in candidates)]
+            chosen = [v for v in candidates if not any(p.search(v.name) for p in self._skip_patterns)]
             self._l2_cache = (model, chosen)
         return self._l2_cache[1]
 

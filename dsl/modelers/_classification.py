@@ -42,7 +42,8 @@ def metric_names(top_k: list[int]) -> list[str]:
 def outputs(params: dict[str, Any]) -> dict[str, list[str]]:
     """What each phase reports with this modeler (the loop adds its own `loss` mean and the
     optimizer's `learning_rate`, both the modeler's to define), for `dslrun validate`."""
-    metrics = ["loss", *metric_names(params.get("top_k") or [])]
+    terms = ["cross_entropy", "l2_loss"] if params.get("weight_decay") else []  # BaseModeler.loss_terms
+    metrics = ["loss", *terms, *metric_names(params.get("top_k") or [])]
     return {"train": [*metrics, "learning_rate"], "val": metrics}
 
 

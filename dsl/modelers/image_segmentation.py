@@ -49,7 +49,8 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     if not isinstance(classes, int):
         classes = len(params.get("class_weights") or [])
     per_class = [f"iou_{k}" for k in range(classes)]
-    metrics = ["loss", *METRICS, *per_class]
+    terms = ["cross_entropy", "l2_loss"] if params.get("weight_decay") else []  # BaseModeler.loss_terms
+    metrics = ["loss", *terms, *METRICS, *per_class]
     return {"train": [*metrics, "learning_rate"], "val": metrics}
 
 

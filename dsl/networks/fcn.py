@@ -24,6 +24,7 @@ from typing import Any
 
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
+from dsl.networks._groups import declare_head
 from dsl.networks._segmentation import require_image_shape, segmentation_input
 from dsl.networks.keras_application import APPLICATIONS, load_weights, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
@@ -82,7 +83,9 @@ def build(params: dict[str, Any], context: Any) -> Any:
         scores = layers.Add(dtype="float32", name=f"fuse_{stride}")([upsampled, skip])
     scores = layers.Resizing(height, width, interpolation="bilinear", dtype="float32", name="upsample_logits")(scores)
     outputs = layers.Activation("linear", dtype="float32", name="logits")(scores)
-    return tf.keras.Model(backbone.input, outputs, name=f"fcn_{p['output_stride']}s")
+    model = tf.keras.Model(backbone.input, outputs, name=f"fcn_{p['output_stride']}s")
+    # The class scores at every stride depend on the classes: they are the head together.
+    return declare_head(model, [layer.name for layer in model.layers if layer.name.startswith("score_")])
 
 
 def _backbone(p: dict[str, Any], context: Any) -> Any:

@@ -1,0 +1,37 @@
+"""`dslrun show --variables FILE`: the built network's variables, as `init_checkpoint` names them.
+
+One row per variable: its name (`conv_1/kernel`, what `skip` and `trainable` patterns
+search), its shape, its group (`head` or `backbone`, dsl/networks/_groups.py) and whether
+the optimizer trains it (batch-norm moving statistics are not trained). Building the
+network needs the inputter's facts (image shape, classes), so the data is read, and
+TensorFlow is imported: this is the one `show` that does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def variables_table(pipeline: dict[str, Any]) -> str:
+    """The table of the network `pipeline` builds (text, one line per variable)."""
+    from dsl.context import Placement
+    from dsl.engine.compiler import compile_pipeline, configure_tensorflow
+    from dsl.engine.launch import single_process
+    from dsl.networks import head_layer_names, head_variable_names
+
+    pipeline = single_process(pipeline)
+    compiled = compile_pipeline(pipeline, Placement(), configure_tensorflow(pipeline))
+    model = compiled.model
+    head = head_variable_names(model)
+    rows = [("variable", "shape", "group", "trained")]
+    for variable in model.weights:
+        name = variable.name.rsplit(":", 1)[0]
+        rows.append((name, str(tuple(variable.shape)), "head" if name in head else "backbone",
+                     "yes" if variable.trainable else "no"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
+    count = sum(int(v.shape.num_elements() or 0) for v in model.weights)
+    lines.append(f"{pipeline['network']['type']}: {len(rows) - 1} variables, {count:,} values; "
+                 f"head layers: {', '.join(head_layer_names(model))} (init_checkpoint's skip/trainable accept "
+                 f"head and backbone)")
+    return "\n".join(lines) + "\n"

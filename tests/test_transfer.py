@@ -1,0 +1,157 @@
+"""Transfer learning through the CLI, as a user adapts a model to new data (issue 30).
+
+A base model trained on 4 classes is fine-tuned on 3: head only and in full; a checkpoint
+of another network, a misspelt head name, `trainable` without a fresh head and a missing
+path are refused with errors naming both sides; the val loss of a frozen-backbone run is
+what `dslrun eval` reports for the same checkpoint. Tiny generated data, a few steps each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from e2e_support import dslrun, synthetic_data
+
+pytestmark = pytest.mark.slow
+
+BASE = """\
+version: 1
+name: base
+seed: 3
+inputter:
+  type: image_classification_csv
+  train: {data}/train.csv
+  val: {data}/eval.csv
+  num_classes: {classes}
+  image_shape: [12, 12, 3]
+  batch_size: 16
+augmenter: {{type: none}}
+network: {{type: {network}}}
+modeler:
+  type: image_classification
+  weight_decay: 0.01
+  optimizer: {{type: momentum, learning_rate: 0.05, momentum: 0.9}}
+callbacks:
+  - {{type: checkpoint, every_n_iters: 8, save_best: {{monitor: val/loss, mode: min}}}}
+runner:
+  model_dir: {run}
+  workflow: [[train, 4], [val, 1]]
+  max_iters: 8
+"""
+
+NETWORK = "simple_cnn, filters: [4, 8], dense_units: 8, batch_norm: true"
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Base data (4 classes), new data (3 classes) and the base run, shared by the tests."""
+    root = tmp_path_factory.mktemp("transfer")
+    base_data = synthetic_data(root / "base_data", 64, 32, 12, num_classes=4)
+    new_data = synthetic_data(root / "new_data", 48, 32, 12, num_classes=3)
+    base = root / "base.yaml"
+    base.write_text(BASE.format(data=base_data, classes=4, network=NETWORK, run=root / "base_run"))
+    dslrun(str(base))
+    return {"root": root, "base": base, "base_run": root / "base_run", "new_data": new_data}
+
+
+def finetune(setup: dict[str, Path], name: str, callback: str, network: str = NETWORK) -> Path:
+    """A pipeline on the new data that starts from `callback` (an init_checkpoint entry)."""
+    path = setup["root"] / f"{name}.yaml"
+    text = BASE.format(data=setup["new_data"], classes=3, network=network, run=setup["root"] / name)
+    path.write_text(text.replace("callbacks:\n", f"callbacks:\n  - {callback}\n"))
+    return path
+
+
+def test_head_only_fine_tune_resets_the_head_and_its_val_loss_is_what_eval_reports(setup):
+    pipeline = finetune(setup, "head_only", f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [head]}}")
+    result = dslrun(str(pipeline))
+    assert "init_checkpoint: restored 12 variables by name from" in result.stdout, result.stdout
+    assert "head reset (logits is (8, 3) in the model, (8, 4) in the file: another number of classes)" in result.stdout
+    assert "froze 5 layers; 2 variables stay trainable" in result.stdout
+    val = [r for r in records(setup["root"] / "head_only") if r["mode"] == "val"][-1]
+    # The data loss and the regulariser apart; the L2 counts the frozen backbone too.
+    assert val["loss"] == pytest.approx(val["cross_entropy"] + val["l2_loss"], rel=1e-5)
+    checkpoint = setup["root"] / "head_only" / "checkpoints" / "ckpt-8"
+    evaluated = json.loads(dslrun("eval", str(pipeline), "--checkpoint", str(checkpoint)).stdout)
+    assert evaluated["step"] == val["step"] == 8
+    for name in ("loss", "cross_entropy", "l2_loss", "accuracy"):
+        assert evaluated[name] == pytest.approx(val[name], rel=1e-5), name
+    # The new task's class names (inputter.classes) name the predictions.
+    files = [str(f) for f in sorted(setup["new_data"].rglob("*.png"))[:2]]
+    predicted = dslrun("predict", str(pipeline), "--set", "inputter.classes=[cat, dog, bird]", *files).stdout
+    names = [json.loads(line)["name"] for line in predicted.splitlines()]
+    assert len(names) == 2 and set(names) <= {"cat", "dog", "bird"}
+    result = dslrun("predict", str(pipeline), "--set", "inputter.classes=[cat, dog]", *files, check=False)
+    assert result.returncode == 1 and "inputter.classes: it names 2 classes but inputter.num_classes is 3" in result.stderr
+
+
+def test_foreign_checkpoint_wrong_head_name_and_trainable_with_the_old_head_are_errors(setup):
+    foreign = finetune(setup, "foreign", f"{{type: init_checkpoint, path: {setup['base_run']}}}",
+                       network="mlp, hidden_units: [8]")
+    result = dslrun(str(foreign), check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "2 variables of the model are not in" in result.stderr and "hidden_1/kernel, hidden_1/bias" in result.stderr
+    assert "the model's variables: hidden_1/kernel" in result.stderr and "the file's: conv_1/kernel" in result.stderr
+
+    wrong_head = finetune(setup, "wrong_head", f"{{type: init_checkpoint, path: {setup['base_run']}, skip: ['^logit/']}}")
+    result = dslrun(str(wrong_head), check=False)
+    assert result.returncode == 1 and "init_checkpoint.skip: ['^logit/'] match no variable" in result.stderr
+
+    same_classes = BASE.format(data=setup["base"].parent / "base_data", classes=4, network=NETWORK, run=setup["root"] / "old_head")
+    path = setup["root"] / "old_head.yaml"
+    path.write_text(same_classes.replace(
+        "callbacks:\n", f"callbacks:\n  - {{type: init_checkpoint, path: {setup['base_run']}, trainable: [head]}}\n"))
+    result = dslrun(str(path), check=False)
+    assert result.returncode == 1 and "init_checkpoint.trainable without a fresh head" in result.stderr
+    assert "add skip: [head]" in result.stderr
+
+    missing = finetune(setup, "missing", f"{{type: init_checkpoint, path: {setup['root'] / 'nowhere'}}}")
+    result = dslrun(str(missing), check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"dslrun: error: init_checkpoint.path: '{setup['root'] / 'nowhere'}' does not exist" in result.stderr
+
+
+def test_no_resume_sets_aside_metrics_and_best_and_a_changed_finished_run_says_so(setup):
+    root, run = setup["root"], setup["root"] / "again"
+    pipeline = root / "again.yaml"
+    pipeline.write_text(setup["base"].read_text().replace(str(setup["base_run"]), str(run)))
+    dslrun(str(pipeline))
+    result = dslrun(str(pipeline), "--set", "modeler.optimizer.learning_rate=0.01")
+    assert "already finished at step 8" in result.stderr
+    assert "warning: the pipeline differs from the one stored in" in result.stderr and "--no-resume" in result.stderr
+
+    result = dslrun(str(pipeline), "--no-resume")
+    assert "moved the old best, metrics to" in result.stderr, result.stderr
+    steps = [r["step"] for r in records(run)]
+    assert steps == sorted(steps) and steps[0] == 4  # a fresh file, not appended to the old one
+    assert len(list(run.glob("metrics.old-*.jsonl"))) == 1 and len(list(run.glob("best.old-*"))) == 1
+    assert len(list(run.glob("checkpoints.old-*"))) == 1
+
+
+def test_show_variables_names_each_variable_with_its_shape_and_group(setup):
+    lines = dslrun("show", "--variables", str(setup["base"])).stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
+    assert lines[0].split() == ["variable", "shape", "group", "trained"]
+    assert rows["conv_1/kernel"] == ["(3,", "3,", "3,", "4)", "backbone", "yes"]
+    assert rows["batch_normalization_1/moving_mean"][-2:] == ["backbone", "no"]
+    assert rows["logits/kernel"] == ["(8,", "4)", "head", "yes"] and rows["logits/bias"][-2:] == ["head", "yes"]
+    assert lines[-1].startswith("simple_cnn: 14 variables") and "head layers: logits" in lines[-1]
+
+
+def test_two_phase_fine_tune_unfreezes_after_its_epochs_with_a_slower_backbone(setup):
+    callback = (f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [head], unfreeze_after_epochs: 1, "
+                f"backbone_lr_multiplier: 0.1, freeze_batch_norm: true}}")
+    result = dslrun(str(finetune(setup, "two_phase", callback)))
+    out = result.stdout
+    assert "init_checkpoint: froze 5 layers; 2 variables stay trainable" in out, out
+    assert "init_checkpoint: froze 2 batch normalisation layers (freeze_batch_norm)" in out
+    # 48 examples at batch 16: epoch 1 ends at step 3; batch normalisation stays frozen.
+    assert "init_checkpoint: epoch 1: unfroze 3 layers; 6 variables train, the backbone at 0.1 x the learning rate" in out
+    assert out.index("froze 5 layers") < out.index("unfroze 3 layers")

@@ -1,0 +1,82 @@
+"""`dslrun validate` on init_checkpoint: the path and the patterns, located, without TensorFlow;
+with TensorFlow loaded (as `validate --build` has it), the checkpoint itself is opened."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsl.cli import main
+
+PIPELINE = """\
+version: 1
+inputter:
+  type: synthetic
+  image_shape: [8, 8, 3]
+network:
+  type: mlp
+modeler:
+  type: image_classification
+callbacks:
+  - type: init_checkpoint
+    path: {path}
+    skip: {skip}
+runner:
+  max_epochs: 1
+"""
+
+
+def validate(tmp_path: Path, path: str, skip: str = "[head]") -> tuple[int, list[str]]:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(PIPELINE.format(path=path, skip=skip))
+    result = CliRunner().invoke(main, ["validate", str(pipeline)], catch_exceptions=False)
+    return result.exit_code, [line for line in result.output.splitlines() if ": error: " in line or ": warning: " in line]
+
+
+def test_a_missing_path_is_a_located_warning_and_a_bad_pattern_a_located_error(tmp_path: Path) -> None:
+    code, lines = validate(tmp_path, str(tmp_path / "runs" / "base"))
+    assert code == 0 and lines == [
+        f"{tmp_path / 'p.yaml'}:11:11: warning: callbacks[0].path: '{tmp_path / 'runs' / 'base'}' does not exist "
+        "(yet); the run stops with an error unless a run writes it first: train the base pipeline whose "
+        "runner.model_dir it is, or fix the path"]
+    code, lines = validate(tmp_path, str(tmp_path / "runs" / "base"), skip="[head, '(logits']")
+    assert code == 1 and f"{tmp_path / 'p.yaml'}:12:18: error: callbacks[0].skip[1]: '(logits' is not a regular" in lines[1]
+
+
+def test_a_path_that_is_no_checkpoint_is_a_located_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code, lines = validate(tmp_path, str(tmp_path / "empty"))
+    assert code == 1 and len(lines) == 1 and ":11:11: error: callbacks[0].path:" in lines[0]
+    assert "is not a checkpoint dslrun can read" in lines[0]
+    # A `checkpoint` file naming a prefix whose files were deleted.
+    (tmp_path / "empty" / "checkpoint").write_text('model_checkpoint_path: "ckpt-8"\n')
+    code, lines = validate(tmp_path, str(tmp_path / "empty"))
+    assert code == 1 and "names " in lines[0] and "ckpt-8, whose .index is missing" in lines[0]
+
+
+@pytest.mark.slow
+def test_with_tensorflow_loaded_the_checkpoint_is_opened(tmp_path: Path) -> None:
+    """A damaged index is found at validate when TensorFlow is there to read it."""
+    (tmp_path / "ckpt-1.index").write_bytes(b"not a checkpoint index")
+    (tmp_path / "p.yaml").write_text(PIPELINE.format(path=tmp_path / "ckpt-1", skip="[]"))
+    code = ("import sys, tensorflow; from dsl.cli import main; "
+            f"main(['validate', {str(tmp_path / 'p.yaml')!r}])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ":11:11: error: callbacks[0].path:" in result.stdout and "cannot be read as a checkpoint" in result.stdout
+
+
+def test_two_phase_settings_that_cannot_work_are_located_errors(tmp_path: Path) -> None:
+    text = PIPELINE.format(path=tmp_path / "base", skip="[]").replace(
+        "    skip: []\n", "    unfreeze_after_epochs: 2\n    backbone_lr_multiplier: 0.1\n").replace(
+        "  type: image_classification\n", "  type: image_classification\n  optimizer: {type: adam}\n")
+    (tmp_path / "p.yaml").write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    lines = [line for line in result.output.splitlines() if ": error: " in line]
+    assert result.exit_code == 1 and len(lines) == 2, result.output
+    assert ":13:28: error: callbacks[0].unfreeze_after_epochs: there is nothing to unfreeze" in lines[0]
+    assert ":14:29: error: callbacks[0].backbone_lr_multiplier: " in lines[1] and "adam optimizer" in lines[1]
