@@ -137,8 +137,8 @@ schema: install
 	$(BIN)/dslrun schema --output schemas/pipeline.schema.json
 	$(BIN)/dslrun list --markdown > docs/components.md
 
-# ruff on everything; mypy strict on the engine and the backends (configured in pyproject.toml),
-# which are typed against the contracts of dsl/engine/contracts.py.
+# ruff on everything; mypy strict on all of dsl/ and backends/ (configured in pyproject.toml): the
+# components' builders are typed against the contracts of dsl/engine/contracts.py.
 lint: install
 	$(BIN)/python -m ruff check dsl backends tests bench
 	$(BIN)/python -m mypy

@@ -14,6 +14,7 @@ from typing import Any
 from dsl import backend_registry, registry
 from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
+from dsl.errors import RegistryError
 from dsl.init_checkpoint_check import check_init_checkpoint
 from dsl.outputs import check_phase_outputs
 from dsl.schedule_length import check_schedule_length
@@ -88,7 +89,7 @@ def check_data_for_modes(pipeline: dict[str, Any], sources: SourceMap) -> list[D
         why = _no_data(inputter, component, mode, sources)
         if why and mode not in reported:
             reported.add(mode)
-            path = ("runner", "workflow", index)
+            path: JsonPath = ("runner", "workflow", index)
             found.append(
                 Diagnostic.at(
                     sources.locate(path),
@@ -150,7 +151,7 @@ def check_batch_kinds(pipeline: dict[str, Any], sources: SourceMap) -> list[Diag
     for kind in ("inputter", "augmenter", "network", "modeler"):
         section = pipeline.get(kind)
         component = _component(kind, section.get("type")) if isinstance(section, dict) else None
-        if component is not None and component.batch:
+        if component is not None and component.batch and isinstance(section, dict):
             declared.append((kind, section["type"], component.batch))
     if not declared:
         return []
@@ -389,7 +390,7 @@ def _component(kind: str, type_name: Any) -> registry.Component | None:
         return None
     try:
         return registry.lookup(kind, type_name)
-    except registry.RegistryError:
+    except RegistryError:
         return None
 
 

@@ -16,7 +16,8 @@ from dsl.schema import item_schema, object_schema, pipeline_schema
 
 def fill_defaults(pipeline: dict[str, Any]) -> dict[str, Any]:
     """A copy of a schema-valid `pipeline` with every omitted optional value set to its default."""
-    return _fill(pipeline, pipeline_schema())
+    filled: dict[str, Any] = _fill(pipeline, pipeline_schema())
+    return filled
 
 
 def _fill(value: Any, schema: dict[str, Any] | bool | None) -> Any:

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -49,7 +49,7 @@ _C_PARSER_MAX_BRACKETS = 1000
 def _with_exponent_floats(base: type) -> type:
     """`base` that also reads 1e-4 and 5E3 as floats (YAML 1.1 needs 1.0e-4; users write 1e-4)."""
     loader = type(f"Pipeline{base.__name__}", (base,), {})
-    loader.add_implicit_resolver(
+    cast(Any, loader).add_implicit_resolver(
         "tag:yaml.org,2002:float",
         re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
         list("-+0123456789."),
@@ -269,7 +269,7 @@ class _Expansion:
 
     def crossing(self, node: Node) -> tuple[Node, JsonPath]:
         """The node (and its path) at which building in document order passes `MAX_VALUES`."""
-        built, path = 0, ()
+        built, path = 0, cast(JsonPath, ())
         while True:
             built += 1
             for key, child in _children(node):
@@ -325,7 +325,7 @@ class _Builder:
         try:
             if isinstance(node, SequenceNode):
                 return self._sequence(node, path, depth)
-            return self._mapping(node, path, depth)
+            return self._mapping(cast(MappingNode, node), path, depth)
         finally:
             self.active.discard(id(node))
 
@@ -404,7 +404,7 @@ class _Builder:
         if key_node.tag not in {_CORE + t for t in ("str", "int", "float", "bool", "null", "timestamp")}:
             self._bad_tag(key_node, path)
             return None
-        return key_node.value
+        return str(key_node.value)
 
     def _merge(self, value_node: Node, path: JsonPath, depth: int, result: dict[str, Any], explicit: dict[str, Node]) -> None:
         """`<<: *a` or `<<: [*a, *b]`: add keys not written explicitly; earlier sources win."""

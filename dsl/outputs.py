@@ -18,6 +18,7 @@ from typing import Any
 from dsl import registry
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
+from dsl.errors import RegistryError
 from dsl.suggest import closest
 
 # The sections whose component may add outputs, in the order they are built.
@@ -55,7 +56,7 @@ def produced(pipeline: dict[str, Any]) -> dict[str, list[str]] | None:
     kinds = [*_PRODUCERS, *["callback"] * len(pipeline.get("callbacks") or [])]
     for kind, section in zip(kinds, sections):
         component = _component(kind, section)
-        if component is None or component.outputs is None:
+        if component is None or component.outputs is None or not isinstance(section, dict):
             continue
         for phase, names in _declared(component.outputs, section, pipeline).items():
             found.setdefault(phase, [])
@@ -152,5 +153,5 @@ def _component(kind: str, section: Any) -> registry.Component | None:
         return None
     try:
         return registry.lookup(kind, section["type"])
-    except registry.RegistryError:
+    except RegistryError:
         return None

@@ -78,7 +78,7 @@ def rename_former_types(tree: Any, sources: SourceMap) -> list[Diagnostic]:
         for index, section in found:
             former = section.get("type") if isinstance(section, dict) else None
             current = registry.renamed(kind, former) if isinstance(former, str) else None
-            if current is None:
+            if current is None or not isinstance(section, dict):
                 continue
             section["type"] = current
             path: tuple[str | int, ...] = (key, "type") if index is None else (key, index, "type")

@@ -64,7 +64,8 @@ def probe_argv(request: dict[str, Any], python: str | None = None) -> list[str]:
 def parse_answer(stdout: str) -> dict[str, Any] | None:
     for line in stdout.splitlines():
         if line.startswith(MARKER):
-            return json.loads(line[len(MARKER):])
+            found: dict[str, Any] = json.loads(line[len(MARKER):])
+            return found
     return None
 
 
@@ -88,7 +89,7 @@ def run_local_probe(request: dict[str, Any], timeout: float = 300) -> dict[str, 
     return answer
 
 
-def cannot_run_python(result: subprocess.CompletedProcess) -> str:
+def cannot_run_python(result: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in (result.stderr or "").strip().splitlines() if line.strip()]
     why = lines[-1].strip() if lines else f"exit status {result.returncode}"
     return (f"{sys.executable} cannot run there ({why}); dslrun runs the same interpreter path on every host: "
@@ -468,13 +469,15 @@ class Listener:
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()), daemon=True)
+        stdout, stderr = self.process.stdout, self.process.stderr
+        assert stdout is not None and stderr is not None  # both are pipes
+        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout)
         answer = parse_answer(line[0]) if line else None
         if answer is None or "port" not in answer:
             self.close()
-            raise HostError(host, f"the listening probe did not start: {(self.process.stderr.read() or '').strip()[-300:]}")
+            raise HostError(host, f"the listening probe did not start: {(stderr.read() or '').strip()[-300:]}")
         self.port = int(answer["port"])
 
     def close(self) -> None:

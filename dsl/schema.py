@@ -281,7 +281,8 @@ def item_schema(schema: dict[str, Any], index: int) -> dict[str, Any] | None:
     """The schema of item `index` of an array schema (prefixItems, then items)."""
     prefix = schema.get("prefixItems", [])
     if index < len(prefix):
-        return prefix[index]
+        item: dict[str, Any] = prefix[index]
+        return item
     items = schema.get("items")
     return items if isinstance(items, dict) else None
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
+from dsl.context import BuildContext
+from dsl.engine.contracts import Augmenter
 from dsl.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -86,7 +88,7 @@ class CifarAugmenter:
     description="CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> CifarAugmenter:
+def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})
     check_contrast(p)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Augmenter
 from dsl.registry import register
 
 
@@ -25,5 +27,5 @@ class Identity:
 
 
 @register("augmenter", "none", params={}, description="No augmentation and no normalisation: pixels in [0, 1], tokens as read.")
-def build(params: dict[str, Any], context: Any) -> Identity:
+def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     return Identity()

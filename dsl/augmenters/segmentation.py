@@ -22,6 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
+from dsl.context import BuildContext
+from dsl.engine.contracts import Augmenter
 from dsl.errors import DslError
 from dsl.registry import register
 from dsl.sections import fixed_array
@@ -136,7 +138,7 @@ class SegmentationAugmenter:
     description="Segmentation: random scale, pad (mask: ignore_label), crop and flip of image and mask together; jitter; standardisation.",
     batch=("image", "mask"),
 )
-def build(params: dict[str, Any], context: Any) -> SegmentationAugmenter:
+def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     """The augmenter for the inputter's image shape and ignore_label (`context`)."""
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})

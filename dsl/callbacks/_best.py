@@ -25,7 +25,8 @@ def read_best(model_dir: Path) -> dict[str, Any] | None:
     if not final.exists() and old.exists():
         os.replace(old, final)
     try:
-        return json.loads((final / RECORD).read_text())
+        record: dict[str, Any] = json.loads((final / RECORD).read_text())
+        return record
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 

@@ -39,7 +39,8 @@ class Cadence:
 
     def advance(self, value: int) -> bool:
         """Move the counter to `value` (remembering the step delta); True when a multiple was crossed."""
-        crossed = bool(self.every) and value // self.every > self.value // self.every
+        every = self.every or 0
+        crossed = bool(every) and value // every > self.value // every
         self.delta = value - self.value
         self.value = value
         return crossed
@@ -69,8 +70,8 @@ def train_epoch(runner: Any) -> int:
     just ran, so during a train phase the step count says which epoch it is.
     """
     if runner.steps_per_epoch:
-        return max(1, math.ceil(runner.step / runner.steps_per_epoch))
-    return runner.epoch + 1
+        return max(1, math.ceil(int(runner.step) / int(runner.steps_per_epoch)))
+    return int(runner.epoch) + 1
 
 
 def iter_position(runner: Any) -> str:
@@ -107,4 +108,5 @@ def save_checkpoint(runner: Any) -> str | None:
     """`runner.save_checkpoint()` unless the run failed: a diverged state must not become the latest checkpoint."""
     if runner.failed:
         return None
-    return runner.save_checkpoint()
+    path: str | None = runner.save_checkpoint()
+    return path

@@ -30,7 +30,7 @@ _KEY = "init_checkpoint.path"
 
 def variable_name(variable: tf.Variable) -> str:
     """`logits/kernel` for the variable `logits/kernel:0`: the name `skip` / `trainable` patterns see."""
-    return variable.name.rsplit(":", 1)[0]
+    return str(variable.name).rsplit(":", 1)[0]
 
 
 def resolve(path: str) -> str:
@@ -43,7 +43,7 @@ def resolve(path: str) -> str:
         for directory in (given, given / "checkpoints"):
             latest = tf.train.latest_checkpoint(str(directory))
             if latest:
-                return latest
+                return str(latest)
         raise DslError(
             f"{_KEY}: the directory {path!r} holds no checkpoint (no `checkpoint` file); give a run "
             f"directory, its checkpoints/ or best/ directory, or a checkpoint prefix such as .../ckpt-100"

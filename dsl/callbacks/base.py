@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dsl.context import BuildContext
+
 if TYPE_CHECKING:
     from dsl.engine.contracts import RunnerView
 
@@ -59,7 +61,7 @@ class Callback:
     priority: str | int = "NORMAL"
     chief_only: bool = False
 
-    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: BuildContext | None = None) -> None:
         self.params = dict(params or {})
         self.context = context
         if self.params.get("priority") is not None:

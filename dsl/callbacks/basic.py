@@ -11,6 +11,7 @@ from typing import Any
 
 from dsl.callbacks._common import format_value, format_values, phase_position, save_checkpoint
 from dsl.callbacks.base import Callback
+from dsl.context import BuildContext
 from dsl.registry import register
 from dsl.scaling import warmup_steps
 
@@ -76,7 +77,7 @@ class ValBasic(Callback):
     priority = "VERY_LOW"
     chief_only = True
 
-    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: BuildContext | None = None) -> None:
         super().__init__(params, context)
         self.best: tuple[float, int] | None = None
 

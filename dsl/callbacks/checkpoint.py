@@ -15,6 +15,7 @@ from typing import Any
 from dsl.callbacks._common import Cadence, format_value, save_checkpoint
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
 from dsl.callbacks.base import Callback
+from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.registry import register
 
@@ -73,7 +74,7 @@ class Checkpoint(Callback):
     priority = "NORMAL"
     chief_only = True
 
-    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: BuildContext | None = None) -> None:
         super().__init__(params, context)
         best = self.params.get("save_best")
         self.best_monitor = (
@@ -116,7 +117,8 @@ class Checkpoint(Callback):
             self.best_value = float(record["value"])
 
     def _same_monitor(self, record: dict[str, Any]) -> bool:
-        return (record.get("monitor"), record.get("mode")) == (self.best_monitor.name, self.best_monitor.mode)
+        monitor = self.best_monitor
+        return monitor is not None and (record.get("monitor"), record.get("mode")) == (monitor.name, monitor.mode)
 
     def after_train_iter(self, runner: Any) -> None:
         if self._iters.advance(runner.step):

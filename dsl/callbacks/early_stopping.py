@@ -11,6 +11,7 @@ from typing import Any
 from dsl.callbacks._common import format_value
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
 from dsl.callbacks.base import Callback
+from dsl.context import BuildContext
 from dsl.registry import register
 
 
@@ -60,7 +61,7 @@ class EarlyStopping(Callback):
 
     priority = "ABOVE_NORMAL"
 
-    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: BuildContext | None = None) -> None:
         super().__init__(params, context)
         self.monitor = Monitor(
             self.params["monitor"], self.params["mode"], "early_stopping.monitor", self.params["min_delta"]
@@ -100,7 +101,7 @@ class EarlyStopping(Callback):
     def _reason(self) -> str:
         if self.best_step is None and self.best is not None:
             best = f"never beat the baseline {format_value(self.best)}"
-        elif self.best_step is None:
+        elif self.best_step is None or self.best is None:
             best = "was never finite"
         else:
             best = f"best {format_value(self.best)} at step {self.best_step}"

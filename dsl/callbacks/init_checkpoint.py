@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from dsl.callbacks.base import Callback
+from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.registry import register
 
@@ -133,7 +134,7 @@ class InitCheckpoint(Callback):
 
     priority = "VERY_HIGH"
 
-    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: BuildContext | None = None) -> None:
         super().__init__(params, context)
         self._unfreeze_at: int | None = None
         self._frozen: list[str] = []  # the layers `trainable` froze

@@ -55,7 +55,7 @@ class _Speed(Callback):
         self._window, self._phase = _Timing(), _Timing()
 
     def _counter(self, runner: Any) -> int:
-        return runner.step if self.mode == "train" else runner.inner_step
+        return int(runner.step if self.mode == "train" else runner.inner_step)
 
     def after_iter(self, runner: Any) -> None:
         if runner.mode != self.mode:

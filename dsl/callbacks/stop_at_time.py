@@ -10,6 +10,7 @@ from typing import Any
 
 from dsl.callbacks._common import save_checkpoint
 from dsl.callbacks.base import Callback
+from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.registry import register
 
@@ -48,7 +49,7 @@ class StopAtTime(Callback):
     priority = "LOW"
     clock = staticmethod(time.monotonic)
 
-    def __init__(self, params: dict[str, Any] | None = None, context: Any = None) -> None:
+    def __init__(self, params: dict[str, Any] | None = None, context: BuildContext | None = None) -> None:
         super().__init__(params, context)
         seconds, minutes = self.params.get("seconds"), self.params.get("minutes")
         if seconds is None and minutes is None:

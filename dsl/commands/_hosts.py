@@ -90,7 +90,7 @@ class Ssh:
             options += ["-i", self.identity_file, "-o", "IdentitiesOnly=yes"]
         return ["ssh", *options, host, "--", shell_join(remote)]
 
-    def run(self, host: str, remote: Sequence[str], stdin: str = "", timeout: float = 120.0) -> subprocess.CompletedProcess:
+    def run(self, host: str, remote: Sequence[str], stdin: str = "", timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run `remote` on `host` and wait; HostError when ssh itself fails or time runs out."""
         try:
             feed: dict[str, Any] = {"input": stdin} if stdin else {"stdin": subprocess.DEVNULL}

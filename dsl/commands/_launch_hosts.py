@@ -29,6 +29,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dsl.commands._hosts import HostError, Ssh
 from dsl.commands._tasks import Task, plan_tasks
@@ -50,27 +51,27 @@ def place(roles: Sequence[tuple[str, int]], hosts: Sequence[str]) -> dict[tuple[
     return {role: hosts[i % len(hosts)] for i, role in enumerate(roles)}
 
 
-def address(answer: dict, host: str, interfaces: Sequence[str]) -> str:
+def address(answer: dict[str, Any], host: str, interfaces: Sequence[str]) -> str:
     """The address other tasks reach `host` at (from the probe's answer)."""
     for name in interfaces:
         info = answer.get("interfaces", {}).get(name)
         if info and info.get("up"):
             ipv4 = [a for a in info.get("addresses", []) if ":" not in a]
             if ipv4:
-                return ipv4[0]
+                return str(ipv4[0])
     if interfaces:
         raise HostError(host, f"none of {', '.join(interfaces)} is up with an IPv4 address there", "interface")
     if not answer.get("ssh_address"):
         raise HostError(host, "cannot tell its address (SSH_CONNECTION is not set there); pass --network-interfaces",
                         "interface")
-    return answer["ssh_address"]
+    return str(answer["ssh_address"])
 
 
 def host_port(addr: str, port: int) -> str:
     return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
-def ask_hosts(ssh: Ssh, hosts: Sequence[str], counts: Counter, interfaces: Sequence[str], cwd: str,
+def ask_hosts(ssh: Ssh, hosts: Sequence[str], counts: Counter[str], interfaces: Sequence[str], cwd: str,
               remove_on_first: Sequence[str]) -> dict[str, tuple[str, list[int]]]:
     """host -> (address, free ports); every host's problem raised together as one HostError list."""
     from dsl.preflight import for_each_host, run_probe

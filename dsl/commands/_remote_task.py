@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 ORDERS = {b"TERM": signal.SIGTERM, b"INT": signal.SIGINT, b"KILL": signal.SIGKILL}
 
@@ -49,7 +50,7 @@ def _signal_group(pid: int, signum: int) -> None:
         os.killpg(pid, signum)
 
 
-def _follow_orders(task: subprocess.Popen, grace: float) -> None:
+def _follow_orders(task: subprocess.Popen[Any], grace: float) -> None:
     """Forward the launcher's orders; when the connection closes, stop the task."""
     pending = b""
     while True:

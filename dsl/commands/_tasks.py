@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dsl import backend_registry
 from dsl.backend_registry import BackendSpec, ClusterLaunch
@@ -28,7 +29,7 @@ class Task:
     index: int
     command: list[str]
     env: dict[str, str]
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[Any] | None = None
     reader: threading.Thread | None = field(default=None, repr=False)
     host: str | None = None
     finishes: bool = False  # ends on its own with status 0 when training is done (collective workers)

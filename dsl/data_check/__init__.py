@@ -137,7 +137,7 @@ def _at_yaml(sources: SourceMap, path: JsonPath, message: str, severity: str) ->
 
 def _num_classes(inputter: dict[str, Any], report: SplitReport) -> int | None:
     if isinstance(inputter.get("num_classes"), int):
-        return inputter["num_classes"]
+        return int(inputter["num_classes"])
     return len(report.class_names) if report.class_names else None
 
 

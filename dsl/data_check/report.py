@@ -31,9 +31,9 @@ class SplitReport:
     generated: int | None = None  # examples generated in memory (nothing read)
     examples: int = 0  # usable examples
     unusable: int = 0  # listed examples whose image is missing or bad
-    labels: Counter = field(default_factory=Counter)
-    sizes: Counter = field(default_factory=Counter)  # (width, height)
-    modes: Counter = field(default_factory=Counter)  # Pillow mode: RGB, L, RGBA, ...
+    labels: Counter[Any] = field(default_factory=Counter)
+    sizes: Counter[tuple[int, int]] = field(default_factory=Counter)  # (width, height)
+    modes: Counter[str] = field(default_factory=Counter)  # Pillow mode: RGB, L, RGBA, ...
     digests: dict[bytes, str] = field(default_factory=dict)  # content -> where it is first listed
     steps: int | None = None  # train: steps per epoch; val/test: batches per pass
 
@@ -140,7 +140,7 @@ def split_warnings(report: SplitReport, train: SplitReport | None, num_classes: 
     return found
 
 
-def _sizes(sizes: Counter) -> str:
+def _sizes(sizes: Counter[tuple[int, int]]) -> str:
     if len(sizes) == 1:
         (width, height), = sizes
         return f"{width}x{height}"
@@ -148,7 +148,7 @@ def _sizes(sizes: Counter) -> str:
     return f"{len(sizes)} sizes from {areas[0][0]}x{areas[0][1]} to {areas[-1][0]}x{areas[-1][1]}"
 
 
-def _counted(counter: Counter) -> str:
+def _counted(counter: Counter[str]) -> str:
     if len(counter) == 1:
-        return next(iter(counter))
+        return str(next(iter(counter)))
     return ", ".join(f"{name} {count}" for name, count in counter.most_common())

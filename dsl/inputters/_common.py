@@ -103,8 +103,8 @@ class Listing:
 
     key: str  # the YAML key, e.g. "inputter.train"
     paths: list[str] = field(default_factory=list)
-    labels: array = field(default_factory=lambda: array("q"))
-    lines: array = field(default_factory=lambda: array("q"))  # CSV line of each example
+    labels: array[int] = field(default_factory=lambda: array("q"))
+    lines: array[int] = field(default_factory=lambda: array("q"))  # CSV line of each example
     csv_files: list[tuple[int, str]] = field(default_factory=list)  # (first example's index, CSV path)
 
     def __len__(self) -> int:

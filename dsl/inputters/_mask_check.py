@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dsl.data_check.examples import Example, Problem
 from dsl.diagnostics import Location
@@ -68,4 +68,4 @@ def _mask_classes(image: str, mask: str, params: dict[str, Any]) -> tuple[list[i
     if bad:
         allowed = f"classes 0..{classes - 1}" + (f" or ignore_label {ignore}" if ignore is not None else "")
         return [], f"has the value {bad[0]}, which is none of {allowed}; fix the mask or set inputter.num_classes"
-    return [value for value in values if value < classes], None
+    return [cast(int, value) for value in values if value < classes], None

@@ -156,7 +156,7 @@ class BaseInputter:
                            batch_size: int | None = None) -> tf.data.Dataset:
         """The tail of every inputter's pipeline: augment (when it changes anything), batch, prefetch."""
         train = mode == "train"
-        if changes_data(augment):
+        if augment is not None and changes_data(augment):
             data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
         data = data.batch(batch_size or self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
         prefetch = parallelism(self.params["prefetch"])

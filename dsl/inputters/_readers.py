@@ -98,7 +98,9 @@ class SyntheticInputter(CountedInputter):
         height, width, channels = self.image_shape
         # Class colours depend on the seed only, so every mode shares them.
         colours = tf.random.stateless_uniform([classes, channels], [seed, 0], 0.15, 0.85)
-        images, labels, self._offsets, self._sizes = [], [], {}, {}
+        images, labels = [], []
+        self._offsets: dict[str, Any] = {}
+        self._sizes: dict[str, Any] = {}
         for number, mode in enumerate(MODES, start=1):
             size = max(1, min(params["pool_size"], counts[mode]))
             mode_labels = tf.random.stateless_uniform([size], [seed, number], 0, classes, dtype=tf.int32)

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
+from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.inputters._pipeline import AUTOTUNE, BaseInputter, remember_listings
 from dsl.inputters._serving import ServingInput
@@ -53,7 +54,7 @@ def adapted_vocabulary(texts: list[str], params: dict[str, Any]) -> list[str]:
     return [str(token) for token in vectorizer.get_vocabulary()]
 
 
-def run_vocabulary(params: dict[str, Any], splits: dict[str, TextSplit], context: Any) -> list[str]:
+def run_vocabulary(params: dict[str, Any], splits: dict[str, TextSplit], context: BuildContext) -> list[str]:
     """The run directory's vocabulary, or one built from the whole (unsharded) train split,
     saved there by the chief; every rank builds the same from the same texts. A fresh start
     (`--no-resume`) builds it anew: the train texts may have changed since."""
@@ -81,7 +82,7 @@ class TextInputter(BaseInputter):
         class_names: the classes' names when the data names them.
     """
 
-    def __init__(self, params: dict[str, Any], splits: dict[str, TextSplit], context: Any,
+    def __init__(self, params: dict[str, Any], splits: dict[str, TextSplit], context: BuildContext,
                  class_names: list[str] | None = None) -> None:
         # Not BaseInputter.__init__: a text has no image shape. What is shared is `dataset`'s order.
         self.params = params

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
 from dsl.datasets.cifar10_format import (
     BINARY_FOLDER,
     CHANNELS,
@@ -24,6 +25,7 @@ from dsl.datasets.cifar10_format import (
     TRAIN_FILES,
     WIDTH,
 )
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
@@ -94,7 +96,7 @@ def _records(folder: Path, names: tuple[str, ...]) -> Iterator[Any]:
     description="CIFAR-10 from its official binary files (10 classes, 32x32 RGB; val and test = test_batch).",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Check the files and their sizes now; records are read while training."""
     from dsl.inputters._readers import Cifar10Inputter
 

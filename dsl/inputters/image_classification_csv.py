@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
@@ -75,7 +77,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every declared CSV now (errors name the file and line); images are read while training."""
     from dsl.inputters._pipeline import FileListInputter
 

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
@@ -78,7 +80,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     description="PNG/JPEG images in one sub-folder per class (class index = sorted sub-folder names).",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """List every declared folder now; images are read while training."""
     from dsl.inputters._pipeline import FileListInputter
 
@@ -138,7 +140,7 @@ def _listing(mode: str, dirs: list[Path], classes: list[str]) -> Listing:
 
 def _images_under(folder: Path) -> list[str]:
     """Image files in `folder` and its sub-folders, in a stable (sorted) order."""
-    found = []
+    found: list[str] = []
     for root, subdirs, files in os.walk(folder):
         subdirs.sort()
         found.extend(os.path.join(root, name) for name in sorted(files) if name.lower().endswith(IMAGE_EXTENSIONS))

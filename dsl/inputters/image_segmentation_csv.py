@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
@@ -93,7 +95,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     description="Images and class-index PNG masks listed in CSV files of `image_path,mask_path` rows (CamVid layout).",
     batch=("image", "mask"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every declared CSV now (errors name the file and line); pixels are read while training."""
     from dsl.inputters._masks import SegmentationInputter
 

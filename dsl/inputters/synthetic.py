@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.inputters._common import COMMON_PARAMS, MODES, image_shape_param, with_defaults
 from dsl.registry import register
 
@@ -65,7 +67,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     description="Generated in-memory images (noise around a per-class colour) for benchmarks; no files.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """A generator of `num_examples` examples per mode."""
     from dsl.inputters._readers import SyntheticInputter
 

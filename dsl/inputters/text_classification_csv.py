@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import MODES, as_list, check_num_classes, existing_file, source_params, with_defaults
 from dsl.inputters._text import (
@@ -98,7 +100,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     description="Texts and labels in UTF-8 CSV files with a header row; a vocabulary built from the train split.",
     batch=("tokens", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read and check every declared CSV now (errors name the file and line), then vectorise."""
     from dsl.inputters._text_pipeline import TextInputter
 

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import MODES, as_list, check_num_classes, existing_dir, source_params, with_defaults
 from dsl.inputters._text import (
@@ -84,7 +86,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     description="Texts as .txt files in one sub-folder per class (IMDB's layout); a vocabulary built from the train split.",
     batch=("tokens", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every text of every declared folder now (errors name the file), then vectorise."""
     from dsl.inputters._text_pipeline import TextInputter
 

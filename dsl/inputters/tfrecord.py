@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
@@ -121,7 +123,7 @@ def read_records(path: Path, key: str) -> Iterator[bytes]:
     description="tf.train.Example records (encoded PNG/JPEG image + int64 label) in TFRecord files.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Find and count the records of every declared mode now; they are parsed while training."""
     from dsl.inputters._readers import TFRecordInputter
 

@@ -13,6 +13,7 @@ import copy
 import re
 from typing import Any, ClassVar
 
+from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.modelers._optimizers import fill_optimizer, optimizer_param
 from dsl.modelers._schedules import fill_schedule, schedule_param
@@ -56,7 +57,7 @@ class BaseModeler:
 
     PARAMS: ClassVar[dict[str, dict[str, Any]]] = TRAINING_PARAMS
 
-    def __init__(self, params: dict[str, Any], context: Any) -> None:
+    def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
         p = {name: copy.deepcopy(spec["default"]) for name, spec in self.PARAMS.items() if "default" in spec}
         p.update({key: value for key, value in params.items() if key != "type"})
         p["optimizer"] = fill_optimizer(p["optimizer"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
 
@@ -57,7 +58,7 @@ class ClassificationModeler(BaseModeler):
 
     PARAMS = PARAMS
 
-    def __init__(self, params: dict[str, Any], context: Any) -> None:
+    def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
         super().__init__(params, context)
         self._check_top_k(self.params["top_k"])
 

@@ -44,7 +44,7 @@ def mask_record(source: dict[str, Any], mask: np.ndarray, features: np.ndarray, 
     folder.mkdir(parents=True, exist_ok=True)
     stem = _unused(Path(str(source.get("image", "input"))).stem, taken if taken is not None else set())
     picture = _original(source, features)
-    written = Image.fromarray(mask.astype(np.uint8), mode="L").resize(picture.size, Image.NEAREST)
+    written = Image.fromarray(mask.astype(np.uint8), mode="L").resize(picture.size, Image.Resampling.NEAREST)
     mask_path = folder / f"{stem}.png"
     written.save(mask_path, format="PNG")
     record: dict[str, Any] = {**source, "mask": str(mask_path), "size": [picture.height, picture.width]}

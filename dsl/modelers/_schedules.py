@@ -172,7 +172,7 @@ def _check_piecewise(boundaries: list[float], values: list[float]) -> None:
 def _cosine_decay_steps(config: dict[str, Any], to_steps: Any, warmup_steps: int, total_steps: int | None) -> int:
     """Steps the cosine takes from 1 to `alpha`: `decay_epochs`, or what the run has after the warmup."""
     if config.get("decay_epochs"):
-        return max(to_steps(config["decay_epochs"], "decay_epochs"), 1)
+        return max(int(to_steps(config["decay_epochs"], "decay_epochs")), 1)
     if not total_steps:
         raise DslError(
             "modeler.lr_schedule.decay_epochs: null means 'decay over the whole run', but the run's length "

@@ -51,8 +51,13 @@ def segmentation_metrics(num_classes: int, ignore_label: int | None) -> dict[str
         "pixel_accuracy": ConfusionView(matrix, pixel_accuracy, "pixel_accuracy"),
     }
     for k in range(num_classes):
-        metrics[f"iou_{k}"] = ConfusionView(matrix, lambda cm, k=k: class_iou(cm)[k], f"iou_{k}")
+        metrics[f"iou_{k}"] = ConfusionView(matrix, _class_iou_of(k), f"iou_{k}")
     return metrics
+
+
+def _class_iou_of(k: int) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The IoU of class `k`, from a confusion matrix."""
+    return lambda confusion: class_iou(confusion)[k]
 
 
 def pixel_accuracy(confusion: tf.Tensor) -> tf.Tensor:

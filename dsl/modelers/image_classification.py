@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Modeler
 from dsl.modelers._classification import PARAMS, ClassificationModeler, metric_names, outputs
 from dsl.registry import register
 
@@ -28,7 +30,7 @@ __all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "out
     outputs=outputs,
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> ImageClassificationModeler:
+def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
     return ImageClassificationModeler(params, context)
 

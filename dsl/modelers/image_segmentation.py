@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Modeler
 from dsl.errors import DslError
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
 from dsl.registry import register
@@ -62,7 +64,7 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     outputs=outputs,
     batch=("image", "mask"),
 )
-def build(params: dict[str, Any], context: Any) -> ImageSegmentationModeler:
+def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
     return ImageSegmentationModeler(params, context)
 
@@ -77,7 +79,7 @@ class ImageSegmentationModeler(BaseModeler):
 
     PARAMS = PARAMS
 
-    def __init__(self, params: dict[str, Any], context: Any) -> None:
+    def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
         super().__init__(params, context)
         self.num_classes = int(context.num_classes)
         self.ignore_label: int | None = getattr(context, "ignore_label", None)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Modeler
 from dsl.modelers._classification import PARAMS, ClassificationModeler, outputs
 from dsl.registry import register
 
@@ -23,7 +25,7 @@ from dsl.registry import register
     outputs=outputs,
     batch=("tokens", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> TextClassificationModeler:
+def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
     return TextClassificationModeler(params, context)
 

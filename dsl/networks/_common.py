@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dsl.context import BuildContext
+
 NUM_CLASSES_PARAM: dict[str, Any] = {
     "description": (
         "Number of classes the network predicts; null = the number the inputter reports "
@@ -46,13 +48,13 @@ def with_defaults(params: dict[str, Any], schema: dict[str, dict[str, Any]]) -> 
     return filled
 
 
-def num_classes(params: dict[str, Any], context: Any) -> int:
+def num_classes(params: dict[str, Any], context: BuildContext) -> int:
     """The network's `num_classes` when given (it wins), else the inputter's."""
     given = params.get("num_classes")
     return int(given) if given is not None else int(context.num_classes)
 
 
-def image_input(context: Any) -> Any:
+def image_input(context: BuildContext) -> Any:
     """The model's input: float32 images of the inputter's shape, batch size left open."""
     import tensorflow as tf
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
 from dsl.errors import DslError
 
 
-def segmentation_input(context: Any, any_size: bool) -> Any:
+def segmentation_input(context: BuildContext, any_size: bool) -> Any:
     """The model's input, named `images`: of the inputter's image shape, or (`any_size`) of any
     height and width with its channels, so a network trained on crops predicts whole images."""
     import tensorflow as tf
@@ -20,7 +21,7 @@ def segmentation_input(context: Any, any_size: bool) -> Any:
     return tf.keras.Input(shape=shape, dtype=tf.float32, name="images")
 
 
-def input_sizes(context: Any) -> list[tuple[str, tuple[int, int]]]:
+def input_sizes(context: BuildContext) -> list[tuple[str, tuple[int, int]]]:
     """(setting, (height, width)) of every image size the network receives: the inputter's image
     shape (val, test, predict, serving) and, when the augmenter crops, its training crop."""
     sizes = [("inputter.image_shape", (int(context.image_shape[0]), int(context.image_shape[1])))]
@@ -31,7 +32,7 @@ def input_sizes(context: Any) -> list[tuple[str, tuple[int, int]]]:
     return sizes
 
 
-def require_image_shape(context: Any, network: str) -> None:
+def require_image_shape(context: BuildContext, network: str) -> None:
     """A network built for the inputter's image shape cannot take another training crop: say so."""
     (_, (height, width)), *others = input_sizes(context)
     for setting, size in others:

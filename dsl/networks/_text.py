@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
 from dsl.errors import DslError
 
 EMBEDDING_DIM_PARAM: dict[str, Any] = {
@@ -26,7 +27,7 @@ TEXT_DROPOUT_PARAM: dict[str, Any] = {
 }
 
 
-def token_input(context: Any) -> Any:
+def token_input(context: BuildContext) -> Any:
     """The model's input: int32 token ids (B, sequence_length) of the inputter's vocabulary."""
     import tensorflow as tf
 
@@ -34,7 +35,7 @@ def token_input(context: Any) -> Any:
     return tf.keras.Input(shape=(context.sequence_length,), dtype=tf.int32, name="tokens")
 
 
-def vocabulary_size(context: Any) -> int:
+def vocabulary_size(context: BuildContext) -> int:
     """Token ids are below it: the inputter's vocabulary size, or an error when the data is not text."""
     size = getattr(context, "vocabulary_size", None)
     if size is None or getattr(context, "sequence_length", None) is None:
@@ -43,7 +44,7 @@ def vocabulary_size(context: Any) -> int:
     return int(size)
 
 
-def embedding(context: Any, dim: int, mask_zero: bool = False) -> Any:
+def embedding(context: BuildContext, dim: int, mask_zero: bool = False) -> Any:
     """One `dim`-vector per token id, named `embedding`; with `mask_zero`, padding (id 0) is masked."""
     import tensorflow as tf
 

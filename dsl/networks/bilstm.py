@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.networks._common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
 from dsl.networks._text import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
 from dsl.registry import register
@@ -34,7 +36,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="Bidirectional LSTM over the token embeddings (padding masked), logits from both last states.",
     batch=("tokens", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
     import tensorflow as tf
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.networks._common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
 from dsl.networks._text import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, masked_mean, token_input
 from dsl.registry import register
@@ -36,7 +38,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="fastText-style: mean of the token embeddings (padding left out), optional hidden layer, logits.",
     batch=("tokens", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
     import tensorflow as tf
 

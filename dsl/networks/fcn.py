@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._groups import declare_head
@@ -62,7 +64,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="FCN-8s/16s/32s on a tf.keras.applications backbone: skip scores, bilinear upsampling, per-pixel logits.",
     batch=("image", "mask"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The FCN as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes)."""
     import tensorflow as tf
 
@@ -88,7 +90,7 @@ def build(params: dict[str, Any], context: Any) -> Any:
     return declare_head(model, [layer.name for layer in model.layers if layer.name.startswith("score_")])
 
 
-def _backbone(p: dict[str, Any], context: Any) -> Any:
+def _backbone(p: dict[str, Any], context: BuildContext) -> Any:
     import tensorflow as tf
 
     name = p["backbone"]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.registry import register
@@ -75,7 +77,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="A tf.keras.applications model (MobileNetV2, ResNet50, ...) built for the pipeline's images.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The application model: images (B, H, W, C) -> logits (B, num_classes), weights loaded if given."""
     import tensorflow as tf
 

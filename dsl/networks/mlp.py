@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.networks._common import (
     DROPOUT_PARAM,
     NUM_CLASSES_PARAM,
@@ -45,7 +47,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="Multi-layer perceptron on the flattened image: hidden dense layers, logits.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The MLP as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
     import tensorflow as tf
 

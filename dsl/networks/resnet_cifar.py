@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.networks._common import NUM_CLASSES_PARAM, image_input, logits_layer, num_classes, with_defaults
 from dsl.registry import register
 
@@ -60,7 +62,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="ResNet for 32x32 images (He et al. 2016): depth 20/32/44/56/110, 16-32-64 filters.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The ResNet as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
     import tensorflow as tf
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.networks._common import (
     DROPOUT_PARAM,
     NUM_CLASSES_PARAM,
@@ -59,7 +61,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="Small convolutional network: conv/pool stages, a dense layer, logits.",
     batch=("image", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The CNN as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
     import tensorflow as tf
 

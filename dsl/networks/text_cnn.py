@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
 from dsl.networks._text import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
@@ -45,7 +47,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="Kim (2014) text CNN: embedding, convolutions of several widths, max over time, logits.",
     batch=("tokens", "class"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
     import tensorflow as tf
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._segmentation import input_sizes, logits_layer, segmentation_input
@@ -62,7 +64,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     description="U-Net: conv/pool encoder, transposed-conv decoder with skip connections, per-pixel logits.",
     batch=("image", "mask"),
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The U-Net as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes)."""
     import tensorflow as tf
 
@@ -99,7 +101,7 @@ def _conv_pair(x: Any, filters: int, batch_norm: bool, prefix: str) -> Any:
     return x
 
 
-def _check_sizes(depth: int, context: Any) -> None:
+def _check_sizes(depth: int, context: BuildContext) -> None:
     """Every image size the network will see halves `depth` times without a remainder."""
     factor = 2**depth
     for setting, (height, width) in input_sizes(context):
