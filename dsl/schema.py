@@ -38,6 +38,7 @@ TOP_LEVEL_ORDER = (
     "modeler",
     "callbacks",
     "runner",
+    "sweep",
 )
 
 _SECTION_TEXT = {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.sweep.language import SWEEP_SCHEMA
+
 SUPPORTED_VERSIONS = (1,)
 
 
@@ -445,3 +447,5 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
         "default": False,
     },
 }
+# `dslrun sweep` (dsl/sweep/): what to tune and how; no default, so a pipeline without it resolves as before.
+TOP_LEVEL["sweep"] = SWEEP_SCHEMA
