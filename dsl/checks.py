@@ -392,13 +392,3 @@ CHECKS: list[Check] = [
     check_phase_outputs,
     check_schedule_length,
 ]
-
-
-def _sweep_checks() -> None:
-    """The `sweep:` section's rules (dsl/sweep/checks.py) run after every other, which they re-run per value."""
-    from dsl.sweep.checks import check_sweep
-
-    CHECKS.append(check_sweep)
-
-
-_sweep_checks()

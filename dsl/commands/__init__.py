@@ -7,7 +7,7 @@ import importlib
 import click
 
 # Module names under dsl.commands, in the order `dslrun --help` lists them.
-_MODULES = ("validate", "show", "schema", "list", "run", "launch", "eval", "predict", "export", "data", "doctor")
+_MODULES = ("validate", "show", "schema", "list", "run", "launch", "sweep", "eval", "predict", "export", "data", "doctor")
 
 
 def COMMANDS() -> list[click.Command]:  # a constant-like accessor

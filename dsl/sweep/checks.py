@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from typing import Any
 
 from dsl.diagnostics import Diagnostic, SourceMap, is_error
@@ -92,7 +93,7 @@ def _value_key(space: Space, value: Any) -> tuple[str | int, ...]:
 def _try_value(base: dict[str, Any], sources: SourceMap, path: str, value: Any) -> tuple[bool, list[Diagnostic]]:
     """(whether --set refuses the path itself, the errors of the pipeline with `path` set to `value` as a
     trial's --set sets it); no errors when it is valid."""
-    from dsl.checks import CHECKS
+    from dsl.checks import run_checks
     from dsl.defaults import fill_defaults
     from dsl.resolve import Tree, apply_overrides
     from dsl.schema import allowed_keys
@@ -103,22 +104,31 @@ def _try_value(base: dict[str, Any], sources: SourceMap, path: str, value: Any) 
     if tree.diagnostics:
         return True, tree.diagnostics
     assert tree.value is not None
-    if path.endswith(".type") or path == "type":  # another component: its defaults, not the former one's
-        tree.value = fill_defaults(_written_only(tree.value, tree.sources))
+    if path.endswith(".type"):  # another component: its defaults, not the former one's
+        _drop_defaults(tree.value, _json_path(path)[:-1], tree.sources)
+        tree.value = fill_defaults(tree.value)
     errors = [d for d in validate_tree(tree.value, tree.sources) if is_error(d)]
     if not errors:
-        for check in CHECKS:
-            if check is not check_sweep:
-                errors += [d for d in check(tree.value, tree.sources) if is_error(d)]
+        errors = [d for d in run_checks(tree.value, tree.sources) if is_error(d)]
     return False, errors
 
 
-def _written_only(value: Any, sources: SourceMap, path: JsonPath = ()) -> Any:
-    """`value` without the mapping entries no file or --set wrote (the defaults fill_defaults added)."""
-    if isinstance(value, dict):
-        return {k: _written_only(v, sources, path + (k,)) for k, v in value.items()
-                if path + (k,) in sources or not path}
-    return value
+def _json_path(dotted: str) -> JsonPath:
+    """'callbacks[1].every' -> ("callbacks", 1, "every")."""
+    parts: list[str | int] = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", dotted):
+        parts.append(int(index) if index else name)
+    return tuple(parts)
+
+
+def _drop_defaults(tree: dict[str, Any], parent: JsonPath, sources: SourceMap) -> None:
+    """Remove from the mapping at `parent` the entries no file or --set wrote (fill_defaults added them)."""
+    mapping: Any = tree
+    for part in parent:
+        mapping = mapping[part]
+    if isinstance(mapping, dict):
+        for key in [k for k in mapping if k != "type" and parent + (k,) not in sources]:
+            del mapping[key]
 
 
 def _check_metric(sweep: dict[str, Any], pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:

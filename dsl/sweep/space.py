@@ -71,7 +71,7 @@ class Space:
             picks = {grid[round(i * (len(grid) - 1) / (_MAX_CANDIDATES - 1))] for i in range(_MAX_CANDIDATES)}
             return sorted(picks)
         middle = math.sqrt(self.low * self.high) if self.log else (self.low + self.high) / 2
-        return sorted({float(self.low), float(middle), float(self.high)})
+        return [float(self.low), float(self.high), float(middle)]  # the ends first: they name what to narrow
 
     def grid(self) -> list[Any]:
         """Every value (choice, int), for the grid method; empty for a continuous space."""
