@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsl import registry
+from dsl.callbacks._mlflow_install import check_mlflow_installed
 from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
 from dsl.outputs import check_phase_outputs
@@ -391,4 +392,5 @@ CHECKS: list[Check] = [
     check_top_k,
     check_phase_outputs,
     check_schedule_length,
+    check_mlflow_installed,
 ]

@@ -135,6 +135,21 @@ class Sweep:
         self.timeout = plan.sweep.get("trial_timeout_seconds")
         self.max_failed = int(plan.sweep.get("max_failed_trials", 3))
         self.last_heartbeat = 0.0
+        self.env = self._mlflow_parent()
+
+    def _mlflow_parent(self) -> dict[str, str]:
+        """With the mlflow callback: the sweep's own MLflow run (made once, kept in the study), the trials' parent."""
+        tracking = next((c for c in self.plan.pipeline.get("callbacks") or [] if c.get("type") == "mlflow"), None)
+        if tracking is None:
+            return {}
+        from dsl.callbacks.mlflow_tracking import PARENT_ENV
+        from dsl.sweep.tracking import parent_run
+
+        run_id = self.study.user_attrs.get("mlflow_run_id")
+        if run_id is None:
+            run_id = parent_run(tracking, self.plan)
+            self.study.set_user_attr("mlflow_run_id", run_id)
+        return {PARENT_ENV: run_id}
 
     # ------------------------------------------------------------------ counts
     def _trials(self) -> list[Any]:
@@ -192,11 +207,19 @@ class Sweep:
             while len(self.running) < self.plan.parallel and self.counted() < total:
                 self._start_next()
             if not self.running:
-                return 0
+                return 0 if self._finished_any() else 1
             for trial, process in list(self.running.values()):
                 self._watch(trial, process)
             self._heartbeat()
             time.sleep(POLL_SECONDS)
+
+    def _finished_any(self) -> bool:
+        from optuna.trial import TrialState
+
+        if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in self._trials()):
+            return True
+        say("no trial finished; see each trial's reason with --status and its trial.log")
+        return False
 
     def _start_next(self) -> None:
         trial = self.study.ask()
@@ -210,7 +233,7 @@ class Sweep:
             return
         hosts = self._take_hosts()
         command = launcher(self.plan, pipeline_file, hosts)
-        process = TrialProcess.start(trial.number, run_dir, command, metrics_format, hosts)
+        process = TrialProcess.start(trial.number, run_dir, command, metrics_format, hosts, self.env)
         self.running[trial.number] = (trial, process)
         shown = ", ".join(f"{path}={_short(value)}" for path, value in values.items())
         say(f"trial {trial.number} started: {shown} ({run_dir})")
@@ -235,7 +258,7 @@ class Sweep:
             if self.plan.sweep.get("early_stopping") and trial.should_prune():
                 process.stop()
                 self._end(trial, process)
-                self.study.tell(trial, state=_state("PRUNED"))
+                self._tell(trial, state=_state("PRUNED"))
                 say(f"trial {trial.number} pruned after val phase {step} ({self.plan.metric} {value:.4g})")
                 return
         code = process.poll()
@@ -260,8 +283,17 @@ class Sweep:
             if value != value:  # NaN
                 self._fail(trial, f"{self.plan.metric} is NaN")
                 return
-            self.study.tell(trial, value)
+            self._tell(trial, value)
             say(f"trial {trial.number} finished: {self.plan.metric} {value:.4g} in {process.seconds:.1f} s")
+
+    def _tell(self, trial: Any, value: float | None = None, state: Any = None) -> None:
+        """study.tell; the grid sampler's "grid done" (Study.stop, meant for optimize()) is no error here:
+        the budget already ends a grid sweep at its size, and the trial's state is stored before it."""
+        try:
+            self.study.tell(trial, value, state=state)
+        except RuntimeError as exc:
+            if "Study.stop" not in str(exc):
+                raise
 
     def _end(self, trial: Any, process: TrialProcess) -> None:
         self.running.pop(trial.number, None)
@@ -273,7 +305,7 @@ class Sweep:
         trial.set_user_attr("failure", reason)
         if interrupted:
             trial.set_user_attr(INTERRUPTED, True)
-        self.study.tell(trial, state=_state("FAIL"))
+        self._tell(trial, state=_state("FAIL"))
         if not interrupted:
             say(f"trial {trial.number} failed: {reason}")
 
@@ -341,7 +373,13 @@ def _interrupts_as_keyboard() -> Iterator[None]:
 
 
 def run_sweep(plan: SweepPlan) -> int:
-    code = Sweep(plan).run()
+    sweep = Sweep(plan)
+    code = sweep.run()
+    if sweep.env:
+        from dsl.sweep.tracking import finish_parent
+
+        tracking = next(c for c in plan.pipeline["callbacks"] if c.get("type") == "mlflow")
+        finish_parent(tracking, sweep.study.user_attrs["mlflow_run_id"], sweep.study, plan, code)
     from dsl.sweep.report import write_report
 
     write_report(plan, open_study(plan, create=False), out=sys.stderr)

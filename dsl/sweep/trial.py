@@ -67,13 +67,13 @@ class TrialProcess:
 
     @classmethod
     def start(cls, number: int, run_dir: Path, command: list[str], metrics_format: str,
-              hosts: list[str] | None = None) -> TrialProcess:
+              hosts: list[str] | None = None, extra_env: dict[str, str] | None = None) -> TrialProcess:
         run_dir.mkdir(parents=True, exist_ok=True)
         log = open(run_dir / "trial.log", "ab")  # noqa: SIM115 - the trial writes it until it ends
         log.write(f"$ {' '.join(command)}\n".encode())
         log.flush()
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **(extra_env or {})}
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True, preexec_fn=_die_with_parent)
         return cls(number, run_dir, run_dir / f"metrics.{metrics_format}", process, log, hosts=hosts)
