@@ -66,7 +66,7 @@ def status(env: dict[str, str], file: Path) -> list[list[str]]:
 def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
     file = sweep_file(tmp_path, """\
   metric: val/accuracy
-  max_trials: 3
+  max_trials: 2
   method: random
   seed: 0
   early_stopping: {type: asha, reduction_factor: 2}
@@ -74,24 +74,7 @@ def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Pa
     modeler.optimizer.learning_rate: {type: log_uniform, low: 0.01, high: 0.5}
 """)
     directory = tmp_path / "sweep"
-    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, cwd=tmp_path, start_new_session=True)
-    try:
-        lines = []
-        assert process.stderr is not None
-        for line in process.stderr:  # trial 0 runs to its end, then trial 1 is interrupted mid-run
-            lines.append(line)
-            if "trial 1 started" in line:
-                break
-        deadline = time.monotonic() + 60
-        while not list((directory / "trial-0001").glob("metrics.*")) and time.monotonic() < deadline:
-            time.sleep(0.2)  # trial 1 is training: its first phase ended
-        process.send_signal(signal.SIGINT)
-        _, rest = process.communicate(timeout=60)
-    finally:
-        kill_group(process)
-    output = "".join(lines) + rest
-    assert process.returncode == 130, output
+    output = interrupt_when_training(file, env, trial=1)  # trial 0 ran to its end
     assert "interrupted: the trials were stopped" in output
     assert leftovers(directory) == []
     rows = {row[0]: row for row in status(env, file)[1:4]}
@@ -103,7 +86,7 @@ def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Pa
     assert leftovers(directory) == []
     table = status(env, file)
     states = [row[1] for row in table[1:] if row[0].isdigit()]
-    assert states[:2] == [rows["0"][1], "interrupted"] and len(states) == 4, table  # 0 kept, 1 re-run as 2, then 3
+    assert states[:2] == [rows["0"][1], "interrupted"] and len(states) == 3, table  # 0 kept, 1 re-run as 2
     assert all(state in ("complete", "pruned") for state in states[2:]), table
     started = [line for line in (directory / "trial-0001" / "trial.log").read_text().splitlines() if line.startswith("$ ")]
     assert len(started) == 2 and not (directory / "trial-0002").exists()  # the re-run went on in trial 1's directory
@@ -132,22 +115,50 @@ def test_trials_that_hang_past_their_timeout_fail_with_the_reason_until_max_fail
     assert leftovers(tmp_path / "sweep") == []
 
 
+def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
+    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has finished a phase; its whole output."""
+    directory = file.parent / "sweep"
+    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, cwd=file.parent, start_new_session=True)
+    try:
+        lines = []
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if f"trial {trial} started" in line:
+                break
+        deadline = time.monotonic() + 120
+        while not list((directory / f"trial-{trial:04d}").glob("metrics.*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        kill_group(process)
+    assert process.returncode == 130, "".join(lines) + rest
+    return "".join(lines) + rest
+
+
 @pytest.mark.multiprocess
-def test_trials_of_two_horovod_ranks_run_under_horovodrun(tmp_path: Path, env: dict[str, str]) -> None:
+def test_a_sweep_of_two_rank_horovod_trials_stops_every_rank_on_ctrl_c_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
     file = sweep_file(tmp_path, """\
   metric: val/loss
-  max_trials: 2
+  max_trials: 1
   ranks_per_trial: 2
   slots: 2
-  early_stopping: {type: median, startup_trials: 1, warmup_phases: 0}
+  early_stopping: {type: median}
   parameters:
     modeler.optimizer.learning_rate: {type: choice, values: [0.05, 0.2]}
 """)
-    result = sweep(env, str(file))
-    assert result.returncode == 0, result.stderr
-    assert leftovers(tmp_path / "sweep") == []
-    log = (tmp_path / "sweep" / "trial-0000" / "trial.log").read_text()
-    assert log.startswith("$ ") and " -np 2 " in log.splitlines()[0] and "horovodrun" in log.splitlines()[0]
-    assert "[rank 1]" in log or "rank" in log
-    table = status(env, file)
-    assert [row[1] for row in table[1:3]] in (["complete", "complete"], ["complete", "pruned"]), table
+    directory = tmp_path / "sweep"
+    output = interrupt_when_training(file, env, trial=0)
+    assert "interrupted: the trials were stopped" in output
+    assert leftovers(directory) == []  # horovodrun and both ranks
+    log = (directory / "trial-0000" / "trial.log").read_text()
+    assert log.startswith("$ ") and "horovodrun -np 2 " in log.splitlines()[0]
+    resumed = sweep(env, str(file))
+    assert resumed.returncode == 0, resumed.stderr
+    assert leftovers(directory) == []
+    assert [row[1] for row in status(env, file)[1:3]] == ["interrupted", "complete"]
+    log = (directory / "trial-0000" / "trial.log").read_text()
+    second = log[log.rindex("\n$ "):]
+    assert log.count("\n$ ") + log.startswith("$ ") == 2 and "resumed from " in second  # from trial 0's checkpoint

@@ -54,6 +54,9 @@ def open_study(plan: SweepPlan, create: bool = True) -> Any:
     try:
         storage = optuna.storages.RDBStorage(plan.storage, heartbeat_interval=HEARTBEAT_SECONDS,
                                              grace_period=4 * HEARTBEAT_SECONDS)
+    except ModuleNotFoundError as exc:  # the URL's database driver
+        raise DslError(f"cannot open the study's storage {_shown_url(plan.storage)}: {exc}; for postgresql:// "
+                       'install the driver with: pip install "dslrun[postgres]"') from None
     except Exception as exc:  # SQLAlchemy's errors: a bad URL, a server that does not answer
         raise DslError(f"cannot open the study's storage {_shown_url(plan.storage)}: {_first_line(exc)}; "
                        "check sweep.storage (a SQLAlchemy URL) and that its database server runs") from None
@@ -156,8 +159,11 @@ class Sweep:
         return list(self.study.get_trials(deepcopy=False))
 
     def counted(self) -> int:
-        """Trials that use up the budget: all but those that will be run again."""
-        return sum(1 for t in self._trials() if not is_retried(t))
+        """Trials that use up the budget: all but those that will be run again and those waiting to run
+        (a re-run of an interrupted trial is asked before any new one, and counts once it runs)."""
+        from optuna.trial import TrialState
+
+        return sum(1 for t in self._trials() if not is_retried(t) and t.state != TrialState.WAITING)
 
     def failures(self) -> int:
         from optuna.trial import TrialState

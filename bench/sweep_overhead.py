@@ -1,0 +1,87 @@
+"""What a sweep costs per trial beside the training it runs: `dslrun sweep` of the quickstart pipeline.
+
+Generates a small image set, runs a sweep of `--trials` trials (one process, or `--ranks 2` for
+horovodrun trials) of pipelines/quickstart.yaml shrunk with --set, and splits each trial's wall
+time (from its trial.yaml, written just before the launch, to the last line of its log) into training — the phases' own seconds in
+the trial's metrics file (train and val) — and overhead: launch, Python and TensorFlow start-up,
+building the model, restoring, saving and exiting. The sweep's own time between trials (Optuna's
+ask and tell on SQLite, writing trial.yaml) is the sweep's wall time less the trials'.
+
+    .venv/bin/python bench/sweep_overhead.py [--trials 3] [--ranks 1] [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DSLRUN = [sys.executable, "-m", "dsl"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        subprocess.run([*DSLRUN, "data", "synthetic", "--out", str(root / "data"), "--num-train", "256", "--num-val", "64",
+                        "--num-classes", "4", "--image-size", "16"], check=True, env=env, capture_output=True)
+        (root / "tune.yaml").write_text(f"""\
+extends: {ROOT / 'pipelines' / 'quickstart.yaml'}
+name: bench-sweep
+sweep:
+  metric: val/accuracy
+  max_trials: {args.trials}
+  method: random
+  seed: 0
+  ranks_per_trial: {args.ranks}
+  directory: {root / 'sweep'}
+  parameters:
+    modeler.optimizer.learning_rate: {{type: log_uniform, low: 0.01, high: 0.5}}
+""", encoding="utf-8")
+        started = time.monotonic()
+        result = subprocess.run([*DSLRUN, "sweep", str(root / "tune.yaml"), "--set", f"runner.max_epochs={args.epochs}",
+                                 "--set", "inputter.batch_size=32", "--set", "inputter.num_classes=4",
+                                 "--set", "inputter.image_shape=[16, 16, 3]"],
+                                env={**env, "DATA_DIR": str(root / "data")}, capture_output=True, text=True, cwd=root)
+        wall = time.monotonic() - started
+        if result.returncode != 0:
+            sys.exit(f"the sweep failed:\n{result.stderr}")
+        rows = [_trial(path) for path in sorted((root / "sweep").glob("trial-*"))]
+        trials_wall = sum(row[0] for row in rows)
+        for number, (seconds, training) in enumerate(rows):
+            print(f"trial {number}: {seconds:.1f} s, training {training:.1f} s, overhead {seconds - training:.1f} s")
+        overhead = statistics.median(seconds - training for seconds, training in rows)
+        training = statistics.median(training for _, training in rows)
+        print(f"| sweep, {args.ranks} rank(s) per trial, {args.trials} trials of {args.epochs} epochs | overhead per trial "
+              f"{overhead:.1f} s (median) | training per trial {training:.1f} s | sweep between trials "
+              f"{(wall - trials_wall) / len(rows):.2f} s per trial |")
+
+
+def _trial(path: Path) -> tuple[float, float]:
+    """(the trial's wall seconds as the sweep measured them, its phases' seconds)."""
+    records = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    training = sum(float(r.get("seconds", 0.0)) for r in records)
+    log = (path / "trial.log").stat()
+    return _wall(path, log.st_mtime), training
+
+
+def _wall(path: Path, ended: float) -> float:
+    """From trial.yaml written (just before the launch) to the log's last write (the trial's end)."""
+    return ended - (path / "trial.yaml").stat().st_mtime
+
+
+if __name__ == "__main__":
+    main()
