@@ -40,7 +40,7 @@ def _server_binaries() -> Path:
         pwd.getpwnam("postgres")
     except KeyError:
         pytest.skip("no postgres system user (Debian's postgresql package creates it)")
-    pytest.importorskip("psycopg2", reason='needs psycopg2: pip install "dslrun[postgres]" (make install does)')
+    pytest.importorskip("psycopg", reason='needs psycopg: pip install "dslrun[postgres]" (make install does)')
     return Path(found[-1]).parent
 
 
@@ -65,19 +65,18 @@ def database() -> Iterator[str]:
         process = subprocess.Popen([*as_postgres, str(binaries / "postgres"), "-D", str(root / "data"), "-p", str(port),
                                     "-k", str(root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        import psycopg2
+        import psycopg
 
         deadline = time.monotonic() + 30
         while True:
             try:
-                connection = psycopg2.connect(host="127.0.0.1", port=port, user="dslrun", dbname="postgres")
+                connection = psycopg.connect(host="127.0.0.1", port=port, user="dslrun", dbname="postgres", autocommit=True)
                 break
-            except psycopg2.OperationalError:
+            except psycopg.OperationalError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"PostgreSQL did not start: {process.stderr.read().decode() if process.stderr else ''}")
                 time.sleep(0.3)
-        connection.autocommit = True
-        connection.cursor().execute("CREATE DATABASE sweeps")
+        connection.execute("CREATE DATABASE sweeps")
         connection.close()
         yield f"postgresql://dslrun@127.0.0.1:{port}/sweeps"
     finally:

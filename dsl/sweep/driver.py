@@ -54,10 +54,10 @@ def open_study(plan: SweepPlan, create: bool = True) -> Any:
     try:
         storage = optuna.storages.RDBStorage(plan.storage, heartbeat_interval=HEARTBEAT_SECONDS,
                                              grace_period=4 * HEARTBEAT_SECONDS)
-    except ModuleNotFoundError as exc:  # the URL's database driver
-        raise DslError(f"cannot open the study's storage {_shown_url(plan.storage)}: {exc}; for postgresql:// "
-                       'install the driver with: pip install "dslrun[postgres]"') from None
-    except Exception as exc:  # SQLAlchemy's errors: a bad URL, a server that does not answer
+    except Exception as exc:  # SQLAlchemy's errors: a bad URL, a missing driver, a server that does not answer
+        if isinstance(exc, ImportError) or "DB access module" in str(exc):
+            raise DslError(f"cannot open the study's storage {_shown_url(plan.storage)}: its database driver is not "
+                           'installed; for postgresql:// install it with: pip install "dslrun[postgres]" (psycopg)') from None
         raise DslError(f"cannot open the study's storage {_shown_url(plan.storage)}: {_first_line(exc)}; "
                        "check sweep.storage (a SQLAlchemy URL) and that its database server runs") from None
     if not create:
