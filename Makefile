@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate bench-stacks schema docs lint clean
+.PHONY: install horovod sshd slurm postgres test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate bench-stacks bench-sweep schema docs lint clean
 
 install: $(STAMP)
 
@@ -139,6 +139,11 @@ bench-quick: install
 # each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
 bench-quality: install
 	$(BIN)/python bench/quality.py --write-docs
+
+# What a sweep's trial costs beside its training (docs/benchmarks.md, "Sweeps"): one process, then 2 Horovod ranks.
+bench-sweep: install
+	$(BIN)/python bench/sweep_overhead.py --trials 3
+	$(BIN)/python bench/sweep_overhead.py --trials 2 --ranks 2
 
 # This stack against another venv's (e.g. an older checkout's): make bench-stacks OLD=/path/to/.venv/bin/python
 bench-stacks: install
