@@ -63,6 +63,29 @@ def status(env: dict[str, str], file: Path) -> list[list[str]]:
     return [line.split() for line in result.stdout.splitlines()]
 
 
+def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
+    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has finished a phase; its whole output."""
+    directory = file.parent / "sweep"
+    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, cwd=file.parent, start_new_session=True)
+    try:
+        lines = []
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if f"trial {trial} started" in line:
+                break
+        deadline = time.monotonic() + 120
+        while not list((directory / f"trial-{trial:04d}").glob("metrics.*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        kill_group(process)
+    assert process.returncode == 130, "".join(lines) + rest
+    return "".join(lines) + rest
+
+
 def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
     file = sweep_file(tmp_path, """\
   metric: val/accuracy
@@ -113,29 +136,6 @@ def test_trials_that_hang_past_their_timeout_fail_with_the_reason_until_max_fail
     assert result.stderr.count("failed: hung: still running after 2 s (sweep.trial_timeout_seconds); stopped") == 2
     assert "Traceback" not in result.stderr
     assert leftovers(tmp_path / "sweep") == []
-
-
-def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
-    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has finished a phase; its whole output."""
-    directory = file.parent / "sweep"
-    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, cwd=file.parent, start_new_session=True)
-    try:
-        lines = []
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line)
-            if f"trial {trial} started" in line:
-                break
-        deadline = time.monotonic() + 120
-        while not list((directory / f"trial-{trial:04d}").glob("metrics.*")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        process.send_signal(signal.SIGINT)
-        _, rest = process.communicate(timeout=60)
-    finally:
-        kill_group(process)
-    assert process.returncode == 130, "".join(lines) + rest
-    return "".join(lines) + rest
 
 
 @pytest.mark.multiprocess

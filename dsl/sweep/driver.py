@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from dsl.errors import DslError
+from dsl.sweep.checks import available_slots
 from dsl.sweep.plan import SweepPlan
 from dsl.sweep.space import override
 from dsl.sweep.trial import TrialProcess, launcher
@@ -193,6 +194,10 @@ class Sweep:
         if done >= total:
             say(f"the study already has {done} of {total} trials; raise sweep.max_trials to run more")
             return 0
+        wanted = int(self.plan.sweep.get("parallel_trials", 1))
+        if self.plan.parallel < wanted:
+            say(f"running {self.plan.parallel} trial(s) at a time, not parallel_trials {wanted}: this machine has "
+                f"{available_slots(self.plan.sweep)} slots (set sweep.slots to say otherwise)")
         say(f"study {self.plan.study_name!r} in {_shown_url(self.plan.storage)}: {done} of {total} trials done, "
             f"{self.plan.parallel} at a time, {self.plan.ranks} rank(s) each")
         with _interrupts_as_keyboard():
