@@ -28,7 +28,7 @@ from dsl.errors import DslError
 ENTRY_POINT_GROUP = "dslrun.plugins"
 
 # Commands that build a pipeline load installed plugins too; the others only take --plugin.
-LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export"})
+LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "sweep"})
 TAKES_PLUGIN = LOADS_INSTALLED | {"validate", "show", "schema", "list"}
 
 

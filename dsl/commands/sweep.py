@@ -34,6 +34,7 @@ def command(path: str, overrides: tuple[str, ...], status: bool) -> None:
     from dsl.sweep.plan import SweepPlan
 
     plan = SweepPlan.read(path, overrides, pipeline)
+    plan.plugins = tuple(click.get_current_context().params.get("plugins") or ())  # each trial imports them too
     if status:
         from dsl.sweep.driver import open_study
         from dsl.sweep.report import write_report

@@ -25,6 +25,7 @@ class SweepPlan:
     directory: Path
     storage: str
     study_name: str
+    plugins: tuple[str, ...] = ()  # --plugin modules, given to each trial's dslrun run
 
     @classmethod
     def read(cls, file: str, overrides: tuple[str, ...], pipeline: dict[str, Any]) -> SweepPlan:

@@ -40,15 +40,16 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 def launcher(plan: SweepPlan, pipeline_file: Path, hosts: list[str] | None) -> list[str]:
     """The command that runs `pipeline_file` the way its runner runs it, with the sweep's ranks per trial."""
     python = [sys.executable, "-m", "dsl"]
+    run = ["run", *(arg for module in plan.plugins for arg in ("--plugin", module)), str(pipeline_file)]
     ranks = plan.ranks
     if plan.backend in ("collective", "ps"):
         extra = ["--ps", "1"] if plan.backend == "ps" else []
         return [*python, "launch", "--backend", plan.backend, "--workers", str(ranks), *extra, str(pipeline_file)]
     if ranks == 1:
-        return [*python, "run", str(pipeline_file)]
+        return [*python, *run]
     horovodrun = shutil.which("horovodrun", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     placement = ["-H", ",".join(hosts)] if hosts else []
-    return [horovodrun or "horovodrun", "-np", str(ranks), *placement, "--gloo", *python, "run", str(pipeline_file)]
+    return [horovodrun or "horovodrun", "-np", str(ranks), *placement, "--gloo", *python, *run]
 
 
 @dataclass
