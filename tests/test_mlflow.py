@@ -1,7 +1,7 @@
 """The `mlflow` callback against a real tracking server (`mlflow server`, SQLite backend) started here.
 
-A sweep of the shipped quickstart pipeline (2 trials, shrunk with --set) is one parent run with
-one child run per trial, each with the resolved pipeline as parameters and artifact and the val
+A sweep of the shipped quickstart pipeline (shrunk with --set) is one parent run with one child
+run per trial, each with the resolved pipeline as parameters and artifact and the val
 metrics per phase; a trial's run directory trained on continues its MLflow run. The server is
 always stopped, whatever the test does.
 """
@@ -63,7 +63,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
-def test_a_sweep_is_a_parent_run_with_a_child_run_per_trial_and_a_resumed_trial_continues_its_run(
+def test_a_sweep_is_a_parent_run_of_its_trials_and_a_resumed_trial_continues_its_run(
     tmp_path: Path, server: str
 ) -> None:
     data = synthetic_data(tmp_path / "data", num_train=64, num_val=32, image_size=16)
@@ -82,7 +82,7 @@ callbacks:
     every_n_iters: 2
 sweep:
   metric: val/accuracy
-  max_trials: 2
+  max_trials: 1
   method: grid
   directory: {tmp_path / 'sweep'}
   parameters:
@@ -97,7 +97,7 @@ sweep:
     runs = client.search_runs([experiment.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and len(children) == 2, [r.data.tags for r in runs]
+    assert len(parents) == 1 and len(children) == 1, [r.data.tags for r in runs]
     parent = parents[0]
     assert parent.info.status == "FINISHED" and parent.data.params["sweep.metric"] == '"val/accuracy"'
     assert "best/val/accuracy" in parent.data.metrics
@@ -109,8 +109,7 @@ sweep:
         assert client.get_metric_history(child.info.run_id, "train/loss")
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"pipeline.yaml", "best"} <= artifacts, artifacts
-    rates = sorted(float(c.data.params["modeler.optimizer.learning_rate"]) for c in children)
-    assert rates == [0.05, 0.1]
+    assert float(children[0].data.params["modeler.optimizer.learning_rate"]) in (0.05, 0.1)  # the trial's value
 
     trial = tmp_path / "sweep" / "trial-0000"
     before = json.loads((trial / "mlflow.json").read_text())
@@ -120,7 +119,7 @@ sweep:
     assert json.loads((trial / "mlflow.json").read_text()) == before
     history = client.get_metric_history(before["run_id"], "val/accuracy")
     assert [m.step for m in history] == [4, 8, 12]
-    assert len(client.search_runs([experiment.experiment_id])) == 3
+    assert len(client.search_runs([experiment.experiment_id])) == 2
 
 
 def test_validate_names_the_extra_when_mlflow_is_missing(tmp_path: Path) -> None:
