@@ -64,7 +64,7 @@ def status(env: dict[str, str], file: Path) -> list[list[str]]:
 
 
 def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
-    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has finished a phase; its whole output."""
+    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has checkpointed; its whole output."""
     directory = file.parent / "sweep"
     process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env, cwd=file.parent, start_new_session=True)
@@ -75,8 +75,8 @@ def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
             lines.append(line)
             if f"trial {trial} started" in line:
                 break
-        deadline = time.monotonic() + 120
-        while not list((directory / f"trial-{trial:04d}").glob("metrics.*")) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 180  # its first checkpoint written (epoch 1): the re-run resumes from there
+        while not (directory / f"trial-{trial:04d}" / "checkpoints" / "checkpoint").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         process.send_signal(signal.SIGINT)
         _, rest = process.communicate(timeout=60)
@@ -89,7 +89,7 @@ def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
 def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
     file = sweep_file(tmp_path, """\
   metric: val/accuracy
-  max_trials: 2
+  max_trials: 1
   method: random
   seed: 0
   early_stopping: {type: asha, reduction_factor: 2}
@@ -97,22 +97,21 @@ def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Pa
     modeler.optimizer.learning_rate: {type: log_uniform, low: 0.01, high: 0.5}
 """)
     directory = tmp_path / "sweep"
-    output = interrupt_when_training(file, env, trial=1)  # trial 0 ran to its end
+    output = interrupt_when_training(file, env, trial=0)
     assert "interrupted: the trials were stopped" in output
     assert leftovers(directory) == []
-    rows = {row[0]: row for row in status(env, file)[1:4]}
-    assert rows["0"][1] in ("complete", "pruned") and rows["1"][1] == "interrupted", rows
+    rows = status(env, file)
+    assert rows[1][:2] == ["0", "interrupted"] and rows[2] == ["no", "trial", "has", "finished", "yet"], rows
 
     resumed = sweep(env, str(file))
     assert resumed.returncode == 0, resumed.stderr
-    assert "trial 1 was interrupted: it runs again (resuming" in resumed.stderr
+    assert "trial 0 was interrupted: it runs again (resuming" in resumed.stderr
     assert leftovers(directory) == []
     table = status(env, file)
-    states = [row[1] for row in table[1:] if row[0].isdigit()]
-    assert states[:2] == [rows["0"][1], "interrupted"] and len(states) == 3, table  # 0 kept, 1 re-run as 2
-    assert all(state in ("complete", "pruned") for state in states[2:]), table
-    started = [line for line in (directory / "trial-0001" / "trial.log").read_text().splitlines() if line.startswith("$ ")]
-    assert len(started) == 2 and not (directory / "trial-0002").exists()  # the re-run went on in trial 1's directory
+    assert [row[:2] for row in table[1:3]] == [["0", "interrupted"], ["1", "complete"]], table  # 0 re-run as 1
+    log = (directory / "trial-0000" / "trial.log").read_text()
+    assert log.count("\n$ ") + log.startswith("$ ") == 2 and "resumed from " in log[log.rindex("\n$ "):]
+    assert not (directory / "trial-0001").exists()  # the re-run went on in trial 0's directory, from its checkpoint
     best = directory / "best.yaml"
     assert best.is_file() and (directory / "optimization_history.png").stat().st_size > 1000
     checked = subprocess.run([*DSLRUN, "validate", str(best)], capture_output=True, text=True, env=env)

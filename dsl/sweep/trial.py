@@ -116,6 +116,9 @@ class TrialProcess:
             while time.monotonic() < deadline and any(_alive(pid) for pid in alive):
                 time.sleep(0.1)
             _signal_all([pid for pid in alive if _alive(pid)], signal.SIGKILL)
+            deadline = time.monotonic() + 5.0  # a killed process lingers until the kernel has torn it down
+            while time.monotonic() < deadline and any(_alive(pid) for pid in alive):
+                time.sleep(0.05)
         self.process.wait()
         self.close()
 
