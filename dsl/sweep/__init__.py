@@ -7,6 +7,7 @@
     trial.py      one trial as a process tree (one process, horovodrun, dslrun launch)
     driver.py     the loop: ask, start, watch the metric, prune, tell; resume, Ctrl-C
     report.py     --status table, best pipeline, plots
+    tracking.py   the sweep's MLflow run, parent of its trials' runs (with the mlflow callback)
 
 Nothing here imports TensorFlow; Optuna is imported by the driver and the report only.
 """
