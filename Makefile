@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate bench-stacks schema docs lint clean
+.PHONY: install horovod sshd slurm postgres test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-validate bench-stacks bench-sweep schema docs lint clean
 
 install: $(STAMP)
 
@@ -28,6 +28,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[train,dev]"
 	$(MAKE) --no-print-directory horovod
 	$(MAKE) --no-print-directory sshd
+	$(MAKE) --no-print-directory postgres
 	touch $(STAMP)
 
 # Horovod is built from its 0.28.1 source (PyPI's sdist) against the venv's TensorFlow (TF, Gloo and MPI
@@ -86,9 +87,21 @@ slurm:
 	  fi; \
 	fi
 
+# The PostgreSQL test of sweeps (tests/test_sweep_postgres.py) starts a server of its own: Debian's
+# postgresql, installed with apt when root (the test skips, naming it, without).
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      postgresql >/dev/null; \
+	  else \
+	    echo "make: the PostgreSQL sweep test needs postgresql (it skips without): sudo apt-get install postgresql"; \
+	  fi; \
+	fi
+
 # The whole test suite, plus the shipped pipelines must validate. The system packages of the
 # multi-host and Slurm tests are checked on every run (an older .venv predates them).
-test: install sshd slurm lint
+test: install sshd slurm postgres lint
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/python -m pytest -q
 
@@ -126,6 +139,11 @@ bench-quick: install
 # each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
 bench-quality: install
 	$(BIN)/python bench/quality.py --write-docs
+
+# What a sweep's trial costs beside its training (docs/benchmarks.md, "Sweeps"): one process, then 2 Horovod ranks.
+bench-sweep: install
+	$(BIN)/python bench/sweep_overhead.py --trials 3
+	$(BIN)/python bench/sweep_overhead.py --trials 2 --ranks 2
 
 # This stack against another venv's (e.g. an older checkout's): make bench-stacks OLD=/path/to/.venv/bin/python
 bench-stacks: install

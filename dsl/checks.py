@@ -16,6 +16,7 @@ from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
 from dsl.errors import RegistryError
 from dsl.init_checkpoint_check import check_init_checkpoint
+from dsl.mlflow_check import check_mlflow_installed
 from dsl.outputs import check_phase_outputs
 from dsl.schedule_length import check_schedule_length
 
@@ -412,4 +413,5 @@ CHECKS: list[Check] = [
     check_phase_outputs,
     check_schedule_length,
     check_init_checkpoint,
+    check_mlflow_installed,
 ]

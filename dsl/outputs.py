@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsl import registry
-from dsl.diagnostics import Diagnostic, SourceMap
+from dsl.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
 from dsl.errors import RegistryError
 from dsl.suggest import closest
@@ -155,3 +155,13 @@ def _component(kind: str, section: Any) -> registry.Component | None:
         return registry.lookup(kind, section["type"])
     except RegistryError:
         return None
+
+
+def check_output_name(pipeline: dict[str, Any], name: str, path: JsonPath, sources: SourceMap) -> Diagnostic | None:
+    """The problem of a phase output named outside the components (a sweep's metric), as a monitor's is checked."""
+    outputs = produced(pipeline)
+    if outputs is None:
+        return None
+    workflow = [phase[0] for phase in pipeline.get("runner", {}).get("workflow") or []]
+    problem, severity = _problem(Read(path, name, format_path(path), True), outputs, workflow, sources)
+    return Diagnostic.at(sources.locate(path), path, problem, severity) if problem else None

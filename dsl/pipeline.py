@@ -39,6 +39,7 @@ def check_pipeline_with_sources(
     from dsl.defaults import fill_defaults
     from dsl.resolve import resolve
     from dsl.schema_errors import validate_tree
+    from dsl.sweep.checks import check_sweep
 
     tree = resolve(path, overrides, environ)
     diagnostics = list(tree.diagnostics)
@@ -56,6 +57,7 @@ def check_pipeline_with_sources(
     if resolved["runner"].get("model_dir") is None:
         resolved["runner"]["model_dir"] = f"runs/{resolved['name']}"
     diagnostics += run_checks(resolved, tree.sources)
+    diagnostics += check_sweep(resolved, tree.sources)  # after the others, which it runs again per swept value
     if any(is_error(d) for d in diagnostics):
         return None, _sorted(diagnostics), tree.sources
     return resolved, _sorted(diagnostics), tree.sources

@@ -31,7 +31,7 @@ ENTRY_POINT_GROUP = "dslrun.plugins"
 
 # Commands that build a pipeline (and doctor, which reports the installation) load installed
 # plugins too; the others only take --plugin.
-LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "doctor"})
+LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "doctor", "sweep"})
 TAKES_PLUGIN = LOADS_INSTALLED | {"validate", "show", "schema", "list"}
 
 

@@ -39,6 +39,7 @@ TOP_LEVEL_ORDER = (
     "modeler",
     "callbacks",
     "runner",
+    "sweep",
 )
 
 _SECTION_TEXT = {

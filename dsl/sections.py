@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl import backend_registry
+from dsl.sweep.language import SWEEP_SCHEMA
 
 SUPPORTED_VERSIONS = (1,)
 
@@ -258,3 +259,5 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
         "default": False,
     },
 }
+# `dslrun sweep` (dsl/sweep/): what to tune and how; no default, so a pipeline without it resolves as before.
+TOP_LEVEL["sweep"] = SWEEP_SCHEMA

@@ -13,7 +13,7 @@ from dsl.commands._hosts import HostError, Ssh
 __all__ = ["COMMANDS", "HostError", "Ssh", "user_errors"]
 
 # Module names under dsl.commands, in the order `dslrun --help` lists them.
-_MODULES = ("validate", "show", "schema", "list", "run", "launch", "eval", "predict", "export", "data", "doctor")
+_MODULES = ("validate", "show", "schema", "list", "run", "launch", "sweep", "eval", "predict", "export", "data", "doctor")
 
 
 def COMMANDS() -> list[click.Command]:  # a constant-like accessor

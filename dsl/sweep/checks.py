@@ -1,0 +1,217 @@
+"""`dslrun validate`'s rules for a pipeline's `sweep:` section.
+
+Every value a trial can be given is checked before any trial runs, in the pipeline itself:
+each parameter's path is applied the way `--set` applies it (so a path `--set` would refuse
+is refused here, with the same hint), then each candidate value of its space is put there
+and the pipeline is checked again, schema and cross-section rules alike. A space that can
+produce `network.depth: 26` is an error at the sweep's line, not a failed trial an hour in.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from typing import Any
+
+from dsl import backend_registry
+from dsl.backend_registry import BackendSpec
+from dsl.diagnostics import Diagnostic, SourceMap, is_error
+from dsl.diagnostics import Path as JsonPath
+from dsl.sweep.space import Space, override, read_spaces
+
+# Keys of a space that only some types read.
+_TYPE_KEYS = {
+    "uniform": {"low", "high"},
+    "log_uniform": {"low", "high"},
+    "int": {"low", "high", "step", "log"},
+    "choice": {"values"},
+}
+# Paths a trial must not change: what the sweep itself sets or reads.
+_FIXED = ("sweep", "version", "extends", "runner.model_dir")
+
+
+def check_sweep(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Every problem of the pipeline's `sweep:` section (none when it has none)."""
+    sweep = pipeline.get("sweep")
+    if not isinstance(sweep, dict):
+        return []
+    base = {key: value for key, value in pipeline.items() if key != "sweep"}
+    found: list[Diagnostic] = []
+    spaces = read_spaces(sweep)
+    for space in spaces:
+        found += _check_space(space, sweep["parameters"][space.path], base, sources)
+    found += _check_metric(sweep, pipeline, sources)
+    found += _check_method(sweep, spaces, sources)
+    found += _check_slots(sweep, pipeline, sources)
+    return found
+
+
+def _param_path(space: Space, *more: str | int) -> JsonPath:
+    return ("sweep", "parameters", space.path, *more)
+
+
+def _check_space(space: Space, spec: dict[str, Any], base: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    found = []
+    for key in sorted(set(spec) - _TYPE_KEYS[space.type] - {"type"}):
+        path = _param_path(space, key)
+        found.append(Diagnostic.at(sources.locate(path, key=True), path,
+                                   f"a {space.type} space has no {key!r}; it reads {', '.join(sorted(_TYPE_KEYS[space.type]))}"))
+    problem = space.problem()
+    if problem is not None:
+        path = _param_path(space, problem[0])
+        found.append(Diagnostic.at(sources.locate(path), path, problem[1]))
+    if found:
+        return found
+    where = _param_path(space)
+    if space.path == "sweep" or space.path.startswith(_FIXED):
+        return [Diagnostic.at(sources.locate(where, key=True), where,
+                              f"a sweep cannot tune {space.path}: the sweep sets it for each trial (or it is no setting)")]
+    for value in space.candidates():
+        refused, problems = _try_value(base, sources, space.path, value)
+        if not problems:
+            continue
+        first = problems[0]
+        if refused:  # the path itself: as --set would say it, at the sweep's key
+            return [Diagnostic.at(sources.locate(where, key=True), where, f"{space.path}: {first.message}")]
+        at = _param_path(space, *_value_key(space, value))
+        shown = f"{first.path}: " if first.path and first.path != space.path else ""
+        return [Diagnostic.at(
+            sources.locate(at), at,
+            f"the space can give {space.path} the value {value!r} ({space.where(value)}), which the pipeline refuses: "
+            f"{shown}{first.message}; narrow the space to values the setting accepts",
+        )]
+    return []
+
+
+def _value_key(space: Space, value: Any) -> tuple[str | int, ...]:
+    if space.type == "choice":
+        return ("values", space.values.index(value))
+    if value in (space.low, space.high):
+        return ("high",) if value == space.high else ("low",)
+    return ("type",)
+
+
+def _try_value(base: dict[str, Any], sources: SourceMap, path: str, value: Any) -> tuple[bool, list[Diagnostic]]:
+    """(whether --set refuses the path itself, the errors of the pipeline with `path` set to `value` as a
+    trial's --set sets it); no errors when it is valid."""
+    from dsl.checks import run_checks
+    from dsl.defaults import fill_defaults
+    from dsl.resolve import Tree, apply_overrides
+    from dsl.schema import allowed_keys
+    from dsl.schema_errors import validate_tree
+
+    tree = Tree(copy.deepcopy(base), SourceMap(sources.entries, sources.root))
+    apply_overrides(tree, [override(path, value)], allowed_keys)
+    if tree.diagnostics:
+        return True, tree.diagnostics
+    assert tree.value is not None
+    if path.endswith(".type"):  # another component: its defaults, not the former one's
+        _drop_defaults(tree.value, _json_path(path)[:-1], tree.sources)
+        tree.value = fill_defaults(tree.value)
+    errors = [d for d in validate_tree(tree.value, tree.sources) if is_error(d)]
+    if not errors:
+        errors = [d for d in run_checks(tree.value, tree.sources) if is_error(d)]
+    return False, errors
+
+
+def _json_path(dotted: str) -> JsonPath:
+    """'callbacks[1].every' -> ("callbacks", 1, "every")."""
+    parts: list[str | int] = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", dotted):
+        parts.append(int(index) if index else name)
+    return tuple(parts)
+
+
+def _drop_defaults(tree: dict[str, Any], parent: JsonPath, sources: SourceMap) -> None:
+    """Remove from the mapping at `parent` the entries no file or --set wrote (fill_defaults added them)."""
+    mapping: Any = tree
+    for part in parent:
+        mapping = mapping[part]
+    if isinstance(mapping, dict):
+        for key in [k for k in mapping if k != "type" and parent + (k,) not in sources]:
+            del mapping[key]
+
+
+def _check_metric(sweep: dict[str, Any], pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    from dsl.outputs import check_output_name
+
+    path: JsonPath = ("sweep", "metric")
+    problem = check_output_name(pipeline, str(sweep.get("metric", "val/loss")), path, sources)
+    return [problem] if problem is not None else []
+
+
+def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap) -> list[Diagnostic]:
+    if sweep.get("method") != "grid":
+        return []
+    continuous = [s.path for s in spaces if not s.grid()]
+    if not continuous:
+        return []
+    path: JsonPath = ("sweep", "method")
+    return [Diagnostic.at(sources.locate(path), path,
+                          f"a grid sweep needs choice or int spaces, but {', '.join(continuous)} "
+                          "is continuous; give it a choice of values, or use method: tpe or random")]
+
+
+def trial_backend(pipeline: dict[str, Any]) -> BackendSpec | None:
+    """The registered backend a trial runs on; None for `auto` (horovodrun with ranks, else one process)."""
+    name = pipeline.get("runner", {}).get("backend", "auto")
+    return None if name == "auto" or name not in backend_registry.names() else backend_registry.lookup(name)
+
+
+def one_process_only(spec: BackendSpec | None) -> bool:
+    """Whether nothing but `dslrun` itself starts this backend (no launcher of several processes)."""
+    return spec is not None and spec.launch is None and set(spec.capabilities.launchers) <= {"dslrun"}
+
+
+def trial_processes(pipeline: dict[str, Any]) -> int:
+    """Processes one trial starts: its ranks, plus a cluster's chief and parameter server when it has them."""
+    ranks = int(pipeline["sweep"].get("ranks_per_trial", 1))
+    spec = trial_backend(pipeline)
+    return ranks + 2 if spec is not None and spec.launch is not None and spec.launch.parameter_servers else ranks
+
+
+def slots_given(sweep: dict[str, Any]) -> int | None:
+    """The slots the sweep may fill, as written (slots, or the hosts' sum); None when neither is."""
+    if sweep.get("slots") is not None:
+        return int(sweep["slots"])
+    hosts = sweep.get("hosts")
+    if hosts:
+        return sum(int(host.rsplit(":", 1)[1]) for host in hosts)
+    return None
+
+
+def available_slots(sweep: dict[str, Any]) -> int:
+    return slots_given(sweep) or os.cpu_count() or 1
+
+
+def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    runner = pipeline.get("runner", {})
+    backend = runner.get("backend", "auto")
+    ranks = int(sweep.get("ranks_per_trial", 1))
+    found = []
+    spec = trial_backend(pipeline)
+    if one_process_only(spec) and ranks > 1:
+        path: JsonPath = ("sweep", "ranks_per_trial")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   f"runner.backend is {backend}, which runs one process, but ranks_per_trial is {ranks}; "
+                                   "set runner.backend: auto (horovodrun) or collective, or ranks_per_trial: 1"))
+    if spec is not None and spec.launch is not None and sweep.get("hosts"):
+        path = ("sweep", "hosts")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   f"sweep.hosts places horovodrun trials, but runner.backend is {backend}; remove hosts"))
+    slots = slots_given(sweep)
+    parallel = int(sweep.get("parallel_trials", 1))
+    each = trial_processes(pipeline)
+    if slots is not None and parallel * each > slots:
+        path = ("sweep", "parallel_trials")
+        given = "sweep.slots" if sweep.get("slots") is not None else "sweep.hosts"
+        found.append(Diagnostic.at(
+            sources.locate(path), path,
+            f"{parallel} trials at once of {each} processes each need {parallel * each} slots, but {given} gives {slots}; "
+            f"lower parallel_trials to {max(1, slots // each)} or give more slots",
+        ))
+    if slots is not None and each > slots:
+        path = ("sweep", "ranks_per_trial")
+        found.append(Diagnostic.at(sources.locate(path), path, f"one trial needs {each} processes but there are {slots} slots"))
+    return found

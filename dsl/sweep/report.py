@@ -1,0 +1,129 @@
+"""What a sweep leaves for its user: the trials table, the best pipeline as YAML, plots as PNG.
+
+`dslrun sweep FILE --status` prints it at any time, from any host that reaches the
+storage; the sweep writes it when it ends. The best pipeline is the best trial's own
+`trial.yaml` (the resolved pipeline it trained) with a run directory of its own, so
+`dslrun best.yaml` trains it afresh.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import IO, Any
+
+from dsl.sweep.plan import SweepPlan
+
+PLOTS = ("optimization_history", "param_importances", "parallel_coordinate")
+
+
+def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
+    """One row per trial: number, state, metric, duration, each parameter, reason."""
+    rows = [["trial", "state", plan.metric, "seconds", *(s.path for s in plan.spaces), "reason"]]
+    for trial in study.get_trials(deepcopy=False):
+        value = trial.value if trial.value is not None else (
+            trial.intermediate_values[max(trial.intermediate_values)] if trial.intermediate_values else None)
+        seconds = trial.user_attrs.get("seconds")
+        if seconds is None and trial.datetime_start is not None:
+            end = trial.datetime_complete or datetime.datetime.now()
+            seconds = (end - trial.datetime_start).total_seconds()
+        state = trial.state.name.lower()
+        if state == "fail" and trial.user_attrs.get("interrupted"):
+            state = "interrupted"
+        rows.append([
+            str(trial.number), state, "" if value is None else f"{value:.4g}",
+            "" if seconds is None else f"{seconds:.1f}",
+            *(_shown(trial.params.get(s.path)) for s in plan.spaces),
+            trial.user_attrs.get("failure", "") if state in ("fail", "interrupted") else "",
+        ])
+    return rows
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def format_table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths)]
+        lines.append("  ".join(cells + [row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def best_trial(study: Any) -> Any | None:
+    try:
+        return study.best_trial
+    except ValueError:  # no finished trial yet
+        return None
+
+
+def write_best(plan: SweepPlan, trial: Any) -> Path | None:
+    """The best trial's pipeline as `best.yaml` in the sweep directory, with a run directory of its own."""
+    source = Path(trial.user_attrs.get("run_dir", plan.trial_dir(trial.number))) / "trial.yaml"
+    if not source.exists():
+        return None
+    import yaml
+
+    from dsl.engine.rundir import atomic_write_text
+    from dsl.pipeline import dump_pipeline
+
+    pipeline = yaml.safe_load(source.read_text(encoding="utf-8"))
+    pipeline["runner"]["model_dir"] = f"runs/{plan.pipeline['name']}-best"
+    header = (f"# The best trial (#{trial.number}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"
+              f"# with {json.dumps(trial.params)}. Train it with: dslrun {plan.directory / 'best.yaml'}\n")
+    path = plan.directory / "best.yaml"
+    atomic_write_text(path, header + dump_pipeline(pipeline))
+    return path
+
+
+def write_plots(plan: SweepPlan, study: Any) -> tuple[list[Path], list[str]]:
+    """(PNG files written, why the others were not) from optuna.visualization.matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from optuna.visualization import matplotlib as plots
+    except ImportError:
+        return [], ["plots need matplotlib: pip install matplotlib (make install does)"]
+    import warnings
+
+    written, skipped = [], []
+    for name in PLOTS:
+        path = plan.directory / f"{name}.png"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                axes = getattr(plots, f"plot_{name}")(study)
+            figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
+            figure.set_size_inches(9, 5.5)
+            figure.tight_layout()
+            figure.savefig(path, dpi=100)
+            plt.close(figure)
+            written.append(path)
+        except Exception as exc:  # Optuna refuses a plot its data cannot make (e.g. importances of one trial)
+            skipped.append(f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+    return written, skipped
+
+
+def write_report(plan: SweepPlan, study: Any, out: IO[str]) -> None:
+    """The table, then the best trial and the files written for it."""
+    out.write(format_table(status_rows(plan, study)) + "\n")
+    best = best_trial(study)
+    if best is None:
+        out.write("no trial has finished yet\n")
+        return
+    out.write(f"best: trial {best.number}, {plan.metric} {best.value:.6g}, {json.dumps(best.params)}\n")
+    path = write_best(plan, best)
+    if path is not None:
+        out.write(f"best pipeline: {path}\n")
+    written, skipped = write_plots(plan, study)
+    if written:
+        out.write(f"plots: {', '.join(str(p) for p in written)}\n")
+    for reason in skipped:
+        out.write(f"plot not written: {reason}\n")

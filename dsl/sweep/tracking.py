@@ -1,0 +1,41 @@
+"""The sweep's own MLflow run: the parent of its trials' runs (each trial's `mlflow` callback)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.sweep.plan import SweepPlan
+
+
+def parent_run(tracking: dict[str, Any], plan: SweepPlan) -> str:
+    """Create the sweep's run in the trials' experiment, with the sweep's settings as parameters; its id."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+    name = tracking.get("experiment") or plan.pipeline["name"]
+    experiment = client.get_experiment_by_name(name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+    run = client.create_run(experiment_id, run_name=f"sweep {plan.study_name}", tags={"dslrun.sweep": str(plan.directory)})
+    for key, value in plan.sweep.items():
+        if key != "parameters":
+            client.log_param(run.info.run_id, f"sweep.{key}", json.dumps(value))
+    for space in plan.spaces:
+        client.log_param(run.info.run_id, f"sweep.parameters.{space.path}", json.dumps(plan.sweep["parameters"][space.path]))
+    return str(run.info.run_id)
+
+
+def finish_parent(tracking: dict[str, Any], run_id: str, study: Any, plan: SweepPlan, code: int) -> None:
+    """The sweep's best value on its run, which ends FINISHED (KILLED when interrupted, FAILED on failures)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+    try:
+        best = study.best_trial
+    except ValueError:
+        best = None
+    if best is not None:
+        client.log_metric(run_id, f"best/{plan.metric}", float(best.value), step=best.number)
+        client.set_tag(run_id, "dslrun.best_trial", str(best.number))
+    client.set_terminated(run_id, status={0: "FINISHED", 130: "KILLED"}.get(code, "FAILED"))

@@ -1,0 +1,136 @@
+"""`dslrun validate` on a pipeline's `sweep:` section: every problem located before any trial runs.
+
+The sweep files extend the shipped quickstart pipeline, as a user's would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsl.cli import main
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
+
+VALID = f"""\
+extends: {QUICKSTART}
+sweep:
+  metric: val/accuracy
+  max_trials: 4
+  early_stopping: {{type: asha}}
+  parameters:
+    modeler.optimizer.learning_rate: {{type: log_uniform, low: 0.01, high: 0.5}}
+    network.depth: {{type: choice, values: [20, 32]}}
+    modeler.optimizer.momentum: {{type: uniform, low: 0.5, high: 0.95}}
+    inputter.batch_size: {{type: int, low: 8, high: 32, step: 8}}
+    runner.horovod.compression: {{type: choice, values: [none, fp16]}}
+"""
+
+
+def validate(tmp_path: Path, text: str, *args: str) -> tuple[int, list[str]]:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(path), *args], catch_exceptions=False)
+    assert "Traceback" not in result.output
+    return result.exit_code, [line.removeprefix(f"{path}:") for line in result.stdout.splitlines()]
+
+
+def edit(old: str, new: str, text: str = VALID) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+def test_a_valid_sweep_validates_and_shows_with_its_defaults(tmp_path: Path) -> None:
+    assert validate(tmp_path, VALID) == (0, [])
+    shown = CliRunner().invoke(main, ["show", str(tmp_path / "sweep.yaml")], catch_exceptions=False)
+    assert shown.exit_code == 0
+    tail = shown.stdout[shown.stdout.index("\nsweep:"):]
+    assert "method: tpe" in tail and "parallel_trials: 1" in tail and "max_failed_trials: 3" in tail
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("network.depth: {type: choice, values: [20, 32]}", "network.dept: {type: choice, values: [20, 32]}",
+         "8:5: error: sweep.parameters.network.dept: network.dept: no such key: network has no 'dept'; did you mean 'depth'?"),
+        ("values: [20, 32]", "values: [20, 26]",
+         "8:48: error: sweep.parameters.network.depth.values[1]: the space can give network.depth the value 26 (values[1]), "
+         "which the pipeline refuses: expected one of 20, 32, 44, 56, 110, got 26 (integer); narrow the space to values "
+         "the setting accepts"),
+        ("low: 0.5, high: 0.95", "low: 0.5, high: 1.5",
+         "9:65: error: sweep.parameters.modeler.optimizer.momentum.high: the space can give modeler.optimizer.momentum the "
+         "value 1.5 (high), which the pipeline refuses: must be less than 1.0, got 1.5; narrow the space "
+         "to values the setting accepts"),
+        ("low: 8, high: 32", "low: 0, high: 32",
+         "10:43: error: sweep.parameters.inputter.batch_size.low: the space can give inputter.batch_size the value 0 (low), "
+         "which the pipeline refuses: must be at least 1, got 0; narrow the space to values the setting accepts"),
+        ("low: 0.01, high: 0.5", "low: 0.5, high: 0.01",
+         "7:74: error: sweep.parameters.modeler.optimizer.learning_rate.high: high 0.01 is below low 0.5"),
+        ("low: 0.01, high: 0.5", "low: 0, high: 0.5",
+         "7:63: error: sweep.parameters.modeler.optimizer.learning_rate.low: a log scale needs low > 0, got 0; use type: "
+         "uniform, or a positive low"),
+        ("metric: val/accuracy", "metric: val/acc",
+         "3:11: error: sweep.metric: the val phase has no output 'acc'; did you mean 'val/accuracy'? available: "
+         "val/accuracy, val/cross_entropy, val/l2_loss, val/loss"),
+        ("  max_trials: 4\n", "  max_trials: 4\n  method: grid\n",
+         "5:11: error: sweep.method: a grid sweep needs choice or int spaces, but modeler.optimizer.learning_rate, "
+         "modeler.optimizer.momentum is continuous; give it a choice of values, or use method: tpe or random"),
+        ("  max_trials: 4\n", "  max_trials: 4\n  parallel_trials: 3\n  ranks_per_trial: 2\n  slots: 4\n",
+         "5:20: error: sweep.parallel_trials: 3 trials at once of 2 processes each need 6 slots, but sweep.slots gives 4; "
+         "lower parallel_trials to 2 or give more slots"),
+        ("  max_trials: 4\n", "  max_trials: 4\n  parallel_trials: 2\n  ranks_per_trial: 2\n  hosts: ['a:2', 'b:1']\n",
+         "5:20: error: sweep.parallel_trials: 2 trials at once of 2 processes each need 4 slots, but sweep.hosts gives 3; "
+         "lower parallel_trials to 1 or give more slots"),
+        ("inputter.batch_size: {type: int, low: 8, high: 32, step: 8}",
+         "runner.model_dir: {type: choice, values: [a, b]}",
+         "10:5: error: sweep.parameters.runner.model_dir: a sweep cannot tune runner.model_dir: the sweep sets it for "
+         "each trial (or it is no setting)"),
+    ],
+)
+def test_each_sweep_mistake_is_one_located_error(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    assert validate(tmp_path, edit(old, new)) == (1, [expected])
+
+
+def test_switching_a_component_type_is_checked_with_the_new_type_s_parameters(tmp_path: Path) -> None:
+    """cifar10.yaml writes momentum: 0.9, which adam refuses; defaults of momentum SGD are no problem."""
+    text = edit("runner.horovod.compression: {type: choice, values: [none, fp16]}",
+                "modeler.optimizer.type: {type: choice, values: [momentum, adam]}")
+    code, lines = validate(tmp_path, text)
+    assert code == 1
+    assert lines == [
+        "11:63: error: sweep.parameters.modeler.optimizer.type.values[1]: the space can give modeler.optimizer.type the "
+        "value 'adam' (values[1]), which the pipeline refuses: modeler.optimizer.momentum: unknown parameter 'momentum' of "
+        "optimizer type 'adam'; allowed: type, learning_rate, beta_1, beta_2, epsilon, clipnorm; narrow the space to "
+        "values the setting accepts"
+    ]
+    text = """\
+version: 1
+inputter: {type: synthetic, num_examples: {train: 40, val: 16}, image_shape: [8, 8, 3], num_classes: 4, batch_size: 8}
+network: {type: mlp, hidden_units: [8]}
+modeler: {type: image_classification, optimizer: {type: adam, learning_rate: 0.01}}
+runner: {max_epochs: 2, workflow: [[train, 1], [val, 1]]}
+sweep:
+  parameters:
+    modeler.optimizer.type: {type: choice, values: [adam, sgd]}
+"""
+    code, lines = validate(tmp_path, text)
+    assert (code, lines) == (0, []), lines
+
+
+def test_a_local_backend_runs_one_rank_per_trial(tmp_path: Path) -> None:
+    text = edit("  max_trials: 4\n", "  max_trials: 4\n  ranks_per_trial: 2\n") + "runner: {backend: local}\n"
+    code, lines = validate(tmp_path, text)
+    assert code == 1
+    assert lines == ["5:20: error: sweep.ranks_per_trial: runner.backend is local, which runs one process, but "
+                     "ranks_per_trial is 2; set runner.backend: auto (horovodrun) or collective, or ranks_per_trial: 1"]
+
+
+def test_sweep_of_a_pipeline_without_a_sweep_section_is_one_error_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["sweep", str(QUICKSTART)], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"dslrun: error: {QUICKSTART} has no sweep: section; add one (parameters, metric, ...), or a sweep file that "
+        "extends this pipeline (see docs/sweeps.md)"
+    ]
