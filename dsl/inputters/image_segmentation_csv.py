@@ -33,6 +33,7 @@ from dsl.inputters._common import (
     with_defaults,
 )
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a CSV file of `image_path,mask_path` rows", {"type": "string", "minLength": 1}),
@@ -86,6 +87,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "image_segmentation_csv",
+    rules=[one_per_class("class_names", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
     outputs=skipped_outputs,

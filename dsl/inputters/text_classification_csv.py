@@ -32,6 +32,7 @@ from dsl.inputters._text import (
     utf8_problem,
 )
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a UTF-8 CSV file with a header row", {"type": "string", "minLength": 1}),
@@ -92,6 +93,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "text_classification_csv",
+    rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
     examples=examples,

@@ -26,6 +26,7 @@ from dsl.inputters._text import (
     decoded,
 )
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 TEXT_EXTENSION = ".txt"
 
@@ -78,6 +79,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "text_folder",
+    rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
     examples=examples,

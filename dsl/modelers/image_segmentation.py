@@ -19,6 +19,7 @@ from typing import Any
 from dsl.errors import DslError
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     "class_weights": {
@@ -57,6 +58,7 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     "modeler",
     "image_segmentation",
     params=PARAMS,
+    rules=[one_per_class("class_weights", "class weights", "modeler")],
     description="Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU.",
     outputs=outputs,
     batch=("image", "mask"),
