@@ -115,6 +115,22 @@ def declare(pipeline: dict[str, Any], facts: Facts | None = None) -> Declared:
     )
 
 
+def example_spec(batch: tuple[str, str], declared: Declared) -> list[tuple[tuple[int, ...], str]] | None:
+    """(shape, dtype) of one example's features and targets, from the batch words a component
+    declares (`register(batch=...)`) and the declared facts; None for words it does not know.
+    `dslrun validate --build` fills them with zeros."""
+    image = tuple(declared.image_shape) if declared.image_shape else (1, 1, 1)
+    shapes: dict[str, tuple[tuple[int, ...], str]] = {
+        "image": (image, "float32"),
+        "tokens": ((declared.sequence_length or 1,), "int32"),
+        "class": ((), "int32"),
+        "mask": (image[:2], "int32"),
+    }
+    if any(word not in shapes for word in batch):
+        return None
+    return [shapes[word] for word in batch]
+
+
 def dotted(path: JsonPath) -> str:
     """A pipeline path as a user writes it: inputter.image_shape, callbacks.2.monitor."""
     return ".".join(str(part) for part in path)
