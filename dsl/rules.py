@@ -131,6 +131,34 @@ def example_spec(batch: tuple[str, str], declared: Declared) -> list[tuple[tuple
     return [shapes[word] for word in batch]
 
 
+def checked(check: Callable[[dict[str, Any]], None], other: JsonPath | None = None) -> Rule:
+    """A rule from a check the builder runs anyway (one check, one implementation): its DslError,
+    worded `<section>.<key>: <message>`, becomes a Problem at that key, naming `other`'s line."""
+
+    def rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
+        from dsl.errors import DslError
+
+        try:
+            check(section)
+        except DslError as exc:
+            setting, _, message = str(exc).partition(": ")
+            key = _relative(setting)
+            if other is not None:
+                message = f"{message} ({dotted(other)}: {{other}})"
+            return [Problem(key, message, other)]
+        return []
+
+    return rule
+
+
+def _relative(setting: str) -> JsonPath:
+    """"modeler.skip_l2_loss_vars[1]" -> ("skip_l2_loss_vars", 1): the path within the section."""
+    parts: list[str | int] = []
+    for name in setting.replace("]", "").replace("[", ".").split(".")[1:]:
+        parts.append(int(name) if name.isdigit() else name)
+    return tuple(parts)
+
+
 def dotted(path: JsonPath) -> str:
     """A pipeline path as a user writes it: inputter.image_shape, callbacks.2.monitor."""
     return ".".join(str(part) for part in path)

@@ -74,6 +74,15 @@ def test_the_shipped_shapes_are_valid(tmp_path: Path) -> None:
      "fcn is built for the inputter's image shape 64x64"),
     (TEXT, "inputter: {sequence_length: 2}\n", "parent.yaml:11:network.filter_sizes[1]:", "child.yaml:4",
      "a filter of 3 tokens is wider than the 2 tokens"),
+    (SEGMENTATION, "augmenter: {contrast: [1.2, 0.8]}\n", "child.yaml:4:augmenter.contrast:", "", "lower 1.2 must be below"),
+    (SEGMENTATION, "augmenter: {min_scale: 2.0, max_scale: 1.0}\n", "child.yaml:4:augmenter.min_scale:", "",
+     "above max_scale"),
+    (TEXT, "modeler: {skip_l2_loss_vars: ['(']}\n", "child.yaml:4:modeler.skip_l2_loss_vars[0]:", "",
+     "is not a regular expression"),
+    (SEGMENTATION, "inputter: {ignore_label: null}\naugmenter: {crop_size: [64, 64], min_scale: 0.5}\n",
+     "child.yaml:5:augmenter.min_scale:", "child.yaml:4", "inputter.ignore_label, which is null"),
+    (SEGMENTATION, "inputter: {ignore_label: 2}\n", "child.yaml:4:inputter.ignore_label:", "parent.yaml:7",
+     "2 is also a class"),
 ])
 def test_a_broken_rule_names_both_lines_and_the_fix(tmp_path: Path, parent: str, child: str, at: str, names: str,
                                                     words: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
 from dsl.registry import register
+from dsl.rules import checked
 
 PARAMS: dict[str, dict[str, Any]] = {
     "padding": {
@@ -82,6 +83,7 @@ class CifarAugmenter:
 @register(
     "augmenter",
     "cifar",
+    rules=[checked(check_contrast)],
     params=PARAMS,
     description="CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation.",
     batch=("image", "class"),

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.modelers._base import check_patterns
 from dsl.modelers._classification import PARAMS, ClassificationModeler, metric_names, outputs
 from dsl.registry import register
+from dsl.rules import checked
 
 __all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "outputs"]
 
@@ -23,6 +25,7 @@ __all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "out
 @register(
     "modeler",
     "image_classification",
+    rules=[checked(check_patterns)],
     params=PARAMS,
     description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
     outputs=outputs,

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.errors import DslError
-from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
+from dsl.modelers._base import TRAINING_PARAMS, BaseModeler, check_patterns
 from dsl.registry import register
-from dsl.rules import one_per_class
+from dsl.rules import checked, one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     "class_weights": {
@@ -58,7 +58,7 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     "modeler",
     "image_segmentation",
     params=PARAMS,
-    rules=[one_per_class("class_weights", "class weights", "modeler")],
+    rules=[checked(check_patterns), one_per_class("class_weights", "class weights", "modeler")],
     description="Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU.",
     outputs=outputs,
     batch=("image", "mask"),
