@@ -213,10 +213,26 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path: Path, data: Path
         time.sleep(0.2)
     time.sleep(1.0)
     process.send_signal(signal.SIGTERM)
-    _stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert "interrupted by SIGTERM: saved a checkpoint" in stderr
+    assert "finished at step" not in stdout  # only what happened: interrupted
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
+    # The cut-short epoch is recorded as what it is, not under the last complete epoch's number.
+    train = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
+    complete = [r["epoch"] for r in train if not r.get("partial")]
+    assert complete == list(range(1, len(complete) + 1)), train
+    partial = [r for r in train if r.get("partial")]
+    assert len(partial) <= 1 and all(len(complete) <= r["epoch"] < len(complete) + 1 for r in partial), train
+
+
+def test_a_stop_mid_epoch_is_recorded_as_a_partial_epoch(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data, **{"  - {type: train_basic}\n": (
+        "  - {type: train_basic}\n  - {type: stop_at_time, seconds: 0}\n")})
+    result = dslrun(str(pipeline))
+    assert "stopped at step 2 (epoch 0)" in result.stdout and "finished at step" not in result.stdout
+    (train,) = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
+    assert train["partial"] is True and train["step"] == 2 and train["epoch"] == round(2 / 12, 4)
 
 
 def test_no_resume_sets_old_checkpoints_aside(tmp_path: Path, data: Path) -> None:
