@@ -114,10 +114,10 @@ def eval_preprocess(augmenter: Augmenter) -> Callable[[Tensor], Tensor] | None:
 
 def explain_failure(exc: Any, mode: str, step: int) -> DslError:
     """A TensorFlow runtime error as one line: which file (the inputter knows) or which step."""
-    from dsl.inputters._pipeline import explain_data_error
+    from dsl.inputters._pipeline import clean_error, explain_data_error
 
     explained: DslError | None = explain_data_error(exc)
     if explained is not None:
         return explained
-    message = (exc.message or str(exc)).strip().splitlines()[0]
+    message = clean_error(exc.message or str(exc))  # the line saying what, not "Graph execution error:"
     return DslError(f"TensorFlow failed in the {mode} phase at step {step}: {message}")

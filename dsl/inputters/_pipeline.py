@@ -355,7 +355,9 @@ def explain_data_error(exc: tf.errors.OpError) -> DslError | None:
     if ASSERT_MARKER in message:
         return DslError(_assert_text(message))
     found = _PATH_ERROR.search(message)
-    if isinstance(exc, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)) and found:
+    # A directory where an image is expected: FailedPrecondition ("...; Is a directory").
+    if isinstance(exc, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
+                        tf.errors.FailedPreconditionError)) and found:
         path = found.group("path").strip()
         return DslError(f"cannot read image {path}{_origin(path)}: {found.group('reason')}; fix the listing or the file")
     if isinstance(exc, tf.errors.InvalidArgumentError) and any(hint in raw for hint in _DECODE_HINTS):

@@ -1,0 +1,74 @@
+"""Listings a new user gets wrong: a headerless CSV whose first row has a bad label, a directory
+where an image is expected. Each is one located line and exit 1, at validate --data and at run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from e2e_support import dslrun, synthetic_data
+
+PIPELINE = """\
+version: 1
+name: tiny
+inputter:
+  type: image_classification_csv
+  train: {train}
+  val: {data}/eval.csv
+  num_classes: 4
+  image_shape: [8, 8, 3]
+  batch_size: 8
+network: {{type: mlp, hidden_units: [8]}}
+modeler: {{type: image_classification}}
+runner: {{max_epochs: 1, model_dir: {run}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_data(tmp_path_factory.mktemp("data") / "synthetic", 32, 16, 8)
+
+
+def pipeline(tmp_path: Path, data: Path, rows: list[str]) -> Path:
+    listing = tmp_path / "train.csv"
+    listing.write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
+    path = tmp_path / "tiny.yaml"
+    path.write_text(PIPELINE.format(train=listing, data=data, run=tmp_path / "run"), encoding="utf-8")
+    return path
+
+
+def data_rows(data: Path) -> list[str]:
+    rows = (data / "train.csv").read_text(encoding="utf-8").splitlines()[1:]  # without its header
+    return [row.replace("train/", f"{data}/train/", 1) for row in rows]
+
+
+def test_a_headerless_csv_with_a_bad_first_label_is_no_header(tmp_path: Path, data: Path) -> None:
+    rows = data_rows(data)
+    rows[0] = rows[0].rsplit(",", 1)[0] + ",cat"
+    path = pipeline(tmp_path, data, rows)
+    for args in (["validate", "--data", str(path)], [str(path)]):
+        result = dslrun(*args, check=False)
+        assert result.returncode == 1, result.stdout + result.stderr
+        located = [line for line in (result.stdout + result.stderr).splitlines() if "label 'cat' is not an integer" in line]
+        assert len(located) == 1, result.stdout + result.stderr
+        assert f"{tmp_path / 'train.csv'}:1:" in located[0] or f"{tmp_path / 'train.csv'} line 1:" in located[0]
+        assert "Traceback" not in result.stderr
+
+
+def test_a_header_row_is_still_skipped(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data, ["path,label", *data_rows(data)])
+    result = dslrun("validate", "--data", str(path))
+    assert "32 examples" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_directory_where_an_image_is_expected_is_one_located_line(tmp_path: Path, data: Path) -> None:
+    (tmp_path / "folder.png").mkdir()
+    path = pipeline(tmp_path, data, [*data_rows(data)[:-1], f"{tmp_path / 'folder.png'},1"])
+    result = dslrun(str(path), check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"dslrun: error: cannot read image {tmp_path / 'folder.png'} (listed in {tmp_path / 'train.csv'} line 32, "
+        "inputter.train): Is a directory; fix the listing or the file")
+    assert "Graph execution error" not in result.stderr and "Traceback" not in result.stderr
