@@ -72,3 +72,19 @@ def test_a_directory_where_an_image_is_expected_is_one_located_line(tmp_path: Pa
         f"dslrun: error: cannot read image {tmp_path / 'folder.png'} (listed in {tmp_path / 'train.csv'} line 32, "
         "inputter.train): Is a directory; fix the listing or the file")
     assert "Graph execution error" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("inputter", "generator"), [
+    ("{type: image_classification_csv, train: nowhere.csv, num_classes: 4}", "synthetic"),
+    ("{type: image_segmentation_csv, train: nowhere.csv, num_classes: 4}", "synthetic-segmentation"),
+    ("{type: text_classification_csv, train: nowhere.csv, num_classes: 4}", "synthetic-text"),
+])
+def test_the_missing_data_hint_names_the_generator_of_the_task(tmp_path: Path, inputter: str, generator: str) -> None:
+    network, modeler = ("text_cnn", "text_classification") if "text" in inputter else (
+        ("unet", "image_segmentation") if "segmentation" in inputter else ("mlp", "image_classification"))
+    path = tmp_path / "p.yaml"
+    path.write_text(f"version: 1\ninputter: {inputter}\nnetwork: {{type: {network}}}\nmodeler: {{type: {modeler}}}\n"
+                    "runner: {max_epochs: 1, workflow: [[train, 1]]}\n", encoding="utf-8")
+    result = dslrun("validate", "--data", str(path), check=False)
+    assert result.returncode == 1
+    assert f"create the data, e.g. with `dslrun data {generator} --out DIR`" in result.stdout, result.stdout

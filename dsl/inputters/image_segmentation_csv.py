@@ -142,11 +142,7 @@ def read_csvs(values: list[str], key: str, header: str | bool = "auto",
 
 
 def _existing_csv(value: str, key: str) -> Path:
-    try:
-        return existing_file(value, key)
-    except DslError as exc:
-        message = str(exc).replace("dslrun data synthetic --out", "dslrun data synthetic-segmentation --out")
-        raise DslError(message) from None
+    return existing_file(value, key, "synthetic-segmentation")
 
 
 def _check_settings(p: dict[str, Any]) -> None:

@@ -77,7 +77,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     items: list[Any] = []
     for value in values:
         try:
-            path = existing_file(value, f"inputter.{mode}")
+            path = existing_file(value, f"inputter.{mode}", "synthetic-text")
         except DslError as exc:
             items.append(Problem(str(exc)))
             continue
@@ -119,7 +119,7 @@ def read_csvs(values: list[str], key: str, params: dict[str, Any]) -> TextSplit:
     the first bad row is an error naming its file and line."""
     split = TextSplit(key)
     for value in values:
-        path = existing_file(value, key)
+        path = existing_file(value, key, "synthetic-text")
         before = len(split)
         for line, text, label, problem in csv_rows(path, params):
             if problem is not None:
