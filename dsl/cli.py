@@ -12,6 +12,7 @@ from dsl import __version__
 from dsl.commands import COMMANDS
 from dsl.commands._common import user_errors
 from dsl.plugins import add_plugin_option
+from dsl.rank_output import whole_lines
 
 
 class _DefaultRunGroup(click.Group):
@@ -27,6 +28,7 @@ class _DefaultRunGroup(click.Group):
 @click.version_option(__version__, prog_name="dslrun")
 def main() -> None:
     """Declarative training pipelines: validate, show and run YAML pipelines."""
+    whole_lines()  # under mpirun / horovodrun: one tag per line
 
 
 for _command in COMMANDS():
