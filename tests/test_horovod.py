@@ -8,8 +8,8 @@ the end, so no rank outlives its test.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

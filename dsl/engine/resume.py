@@ -10,7 +10,7 @@ The files themselves are dsl/engine/checkpointing.py's.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsl.engine.checkpointing import holds_training_state
 from dsl.engine.phases import plan_phases
@@ -125,3 +125,13 @@ def _val_phases_at(runner: Runner, units: int) -> int:
     """How many val phases the workflow runs when `units` train units are done."""
     plan = plan_phases(runner.workflow, runner.max_epochs or runner.max_iters or 0, runner.by_epoch)
     return sum(1 for phase in plan if phase.mode == "val" and phase.start == units)
+
+
+def phase_epoch(runner: Runner, partial: bool) -> dict[str, Any]:
+    """The epoch a phase's record is filed under: the complete epochs, or for a `partial` phase (a
+    stop or a signal cut it short) `"partial": true` and the epoch reached as a fraction (1.4 = 40%
+    into the second), rather than the last complete epoch's number, whose record it would repeat."""
+    if not partial:
+        return {"epoch": runner.epoch}
+    share = runner.data_position / runner.steps_per_epoch if runner.steps_per_epoch else 0.0
+    return {"epoch": round(runner.epoch + share, 4), "partial": True}

@@ -362,28 +362,13 @@ class Runner:
         self.mode = "train"
 
     def _finish_phase(self, mode: str, values: dict[str, float], seconds: float, partial: bool = False) -> None:
-        """Reduce and record a phase's outputs. A `partial` phase (a stop or signal cut it short) is
-        recorded as one: `"partial": true` and the epoch reached as a fraction (1.4 = 40% into
-        the second), not under the number of the last complete epoch, whose record it would repeat."""
         self.phase_outputs = self.backend.reduce_metrics(values) if mode == "train" else values
         skipped = getattr(self.inputter, "skipped", None)
         if self.pipeline["inputter"].get("skip_corrupt") and skipped is not None:
             # Examples of `mode` that inputter.skip_corrupt left out, when it counts them up front.
             self.phase_outputs["skipped_examples"] = len(skipped.get(mode, []))
-        if partial:
-            self.history.append({"mode": mode, "epoch": self._epoch_reached(), "step": self.step, "partial": True,
-                                 **self.phase_outputs})
-            if self.metrics_file is not None:
-                self.metrics_file.write({"mode": mode, "epoch": self._epoch_reached(), "step": self.step, "partial": True,
-                                         **self.phase_outputs, "seconds": round(seconds, 3)})
-            return
-        self.history.append({"mode": mode, "epoch": self.epoch, "step": self.step, **self.phase_outputs})
-        self.log_metrics(mode, {**self.phase_outputs, "seconds": round(seconds, 3)})
-
-    def _epoch_reached(self) -> float:
-        """Complete epochs plus the share of the current one done: 1.4 = 40% into the second."""
-        share = self.data_position / self.steps_per_epoch if self.steps_per_epoch else 0.0
-        return round(self.epoch + share, 4)
+        self.history.append(record := {"mode": mode, **resume.phase_epoch(self, partial), "step": self.step, **self.phase_outputs})
+        self.log_metrics(mode, {**record, "seconds": round(seconds, 3)})
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""
