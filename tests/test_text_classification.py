@@ -363,7 +363,7 @@ def test_text_and_image_classification_share_one_modeler() -> None:
     text_loss = built["text_classification"].loss(labels, logits, tf.keras.Sequential())
     image_loss = built["image_classification"].loss(labels, logits, tf.keras.Sequential())
     assert float(text_loss["loss"]) == float(image_loss["loss"]) > 0
-    assert set(built["text_classification"].metrics("val")) == {"accuracy", "top_2_accuracy"}
+    assert set(built["text_classification"].metrics("val")) == {"accuracy", "top_2_accuracy", "macro_f1"}
     record = built["text_classification"].record({"text": "hi"}, {"classes": np.array([2]),
                                                                "probabilities": np.array([[0.1, 0.2, 0.7]])}, None, {})
     assert record == {"text": "hi", "class": 2, "probabilities": [0.1, 0.2, 0.7], "name": "c"}

@@ -104,6 +104,19 @@ def test_eval_reproduces_the_logged_accuracy(trained: Path) -> None:
     assert output.stderr.startswith(f"dslrun: using checkpoint {run / 'checkpoints' / 'ckpt-36'} (step 36)")
     assert result["accuracy"] == pytest.approx(logged["accuracy"], abs=1e-6)
     assert result["loss"] == pytest.approx(logged["loss"], rel=1e-5)
+    assert result["macro_f1"] == pytest.approx(logged["macro_f1"], abs=1e-6)
+    # Per-class results from one confusion matrix (rows true, columns predicted) over the 64 val images.
+    matrix = result["confusion_matrix"]
+    assert sum(map(sum, matrix)) == 64 and [row["support"] for row in result["per_class"]] == [sum(r) for r in matrix]
+    hits = sum(matrix[k][k] for k in range(4))
+    assert hits / 64 == pytest.approx(result["accuracy"], abs=1e-6)
+    for k, row in enumerate(result["per_class"]):
+        predicted = sum(matrix[t][k] for t in range(4))
+        assert row["precision"] == pytest.approx(matrix[k][k] / predicted if predicted else 0.0, abs=1e-6)
+        assert row["recall"] == pytest.approx(matrix[k][k] / row["support"], abs=1e-6)
+    png = run / "confusion_matrix_val.png"
+    assert result["confusion_matrix_png"] == str(png) and png.read_bytes().startswith(b"\x89PNG")
+    assert list((run / "tensorboard" / "eval").glob("events.out.tfevents.*"))
 
 
 def test_export_reload_gives_the_same_predictions(trained: Path, data: Path, tmp_path: Path) -> None:
