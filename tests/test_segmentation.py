@@ -327,6 +327,8 @@ def test_outputs_name_what_a_callback_may_monitor() -> None:
     assert outputs({})["val"] == ["loss", "mean_iou", "pixel_accuracy"]
     assert outputs({"class_weights": [1, 2]})["val"][-2:] == ["iou_0", "iou_1"]
     assert outputs({}, {"inputter": {"num_classes": 3}})["val"][-3:] == ["iou_0", "iou_1", "iou_2"]
+    named = {"inputter": {"num_classes": 3, "class_names": ["background", "road sign", "car"]}}
+    assert outputs({}, named)["val"][-3:] == ["iou_background", "iou_road_sign", "iou_car"]
     assert outputs({})["train"][-1] == "learning_rate"
 
 
@@ -403,7 +405,8 @@ def test_the_shipped_pipeline_learns_and_eval_agrees(shapes: Path, trained: Path
     assert val[-1]["mean_iou"] > 0.45 and val[-1]["mean_iou"] > val[0]["mean_iou"], val
     evaluated = json.loads(run_cli(shapes, "eval", str(PIPELINE), *sets(trained)).stdout.splitlines()[-1])
     assert evaluated["mean_iou"] == pytest.approx(val[-1]["mean_iou"], abs=1e-6)
-    assert {f"iou_{k}" for k in range(4)} <= set(evaluated)
+    # Named by the shipped pipeline's class_names.
+    assert {"iou_background", "iou_disc", "iou_square", "iou_triangle"} <= set(evaluated)
 
 
 @pytest.mark.slow
