@@ -20,6 +20,7 @@ from dsl.context import BuildContext
 from dsl.datasets.synthetic_segmentation import SegmentationSpec, write
 from dsl.errors import DslError
 from dsl.inputters._pipeline import explain_data_error
+from dsl.modelers._mask_records import palette
 
 from e2e_support import DSLRUN, ENV, dslrun
 
@@ -412,7 +413,8 @@ def test_the_shipped_pipeline_learns_and_eval_agrees(shapes: Path, trained: Path
 @pytest.mark.slow
 def test_predict_writes_a_mask_png_and_an_overlay(shapes: Path, trained: Path, tmp_path: Path) -> None:
     image = shapes / "eval" / "images" / "00000.png"
-    result = run_cli(shapes, "predict", str(PIPELINE), str(image), "--out", str(tmp_path), "--overlay", *sets(trained))
+    result = run_cli(shapes, "predict", str(PIPELINE), str(image), "--out", str(tmp_path), "--overlay", "--color",
+                     *sets(trained))
     record = json.loads(result.stdout.splitlines()[-1])
     assert record["image"] == str(image) and record["mask"] == str(tmp_path / "00000.png")
     mask = np.asarray(Image.open(record["mask"]))
@@ -420,6 +422,11 @@ def test_predict_writes_a_mask_png_and_an_overlay(shapes: Path, trained: Path, t
     assert mask.shape == (32, 32) and mask.max() < 4 and Image.open(record["overlay"]).mode == "RGB"
     assert (mask == truth).mean() > 0.8
     assert sum(record["classes"].values()) == pytest.approx(1.0, abs=1e-5) and "disc" in record["classes"]
+    # --color: the same class indices in a palette PNG, which a viewer shows in the overlay's colours.
+    colored = Image.open(record["color"])
+    assert record["color"] == str(tmp_path / "00000_color.png") and colored.mode == "P"
+    np.testing.assert_array_equal(np.asarray(colored), mask)
+    assert colored.convert("RGB").getpixel((0, 0)) == tuple(palette(4)[mask[0, 0]])
 
 
 @pytest.mark.slow

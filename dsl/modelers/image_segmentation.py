@@ -144,4 +144,4 @@ class ImageSegmentationModeler(BaseModeler):
 
         return mask_record(source, predictions["mask"][0], features, self.num_classes, options["out"],
                            bool(options.get("overlay")), getattr(self.context, "class_names", None),
-                           options.setdefault("taken", set()))
+                           options.setdefault("taken", set()), color=bool(options.get("color")))
