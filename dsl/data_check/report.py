@@ -36,6 +36,9 @@ class SplitReport:
     modes: Counter = field(default_factory=Counter)  # Pillow mode: RGB, L, RGBA, ...
     digests: dict[bytes, str] = field(default_factory=dict)  # content -> where it is first listed
     steps: int | None = None  # train: steps per epoch; val/test: batches per pass
+    lengths: list[int] = field(default_factory=list)  # words per text
+    words: Counter = field(default_factory=Counter)  # word -> occurrences (texts)
+    text: dict[str, Any] = field(default_factory=dict)  # dsl.data_check.text.text_facts
 
     def count(self, example: Example, facts: ImageFacts | None) -> None:
         """One usable example: its class, its image's size and mode (when it is an image) and
@@ -45,6 +48,9 @@ class SplitReport:
         if facts is not None:
             self.sizes[(facts.width, facts.height)] += 1
             self.modes[facts.mode] += 1
+        if example.words is not None:
+            self.lengths.append(len(example.words))
+            self.words.update(example.words)
         digest = facts.digest if facts is not None else example.digest
         if digest is not None:
             self.digests.setdefault(digest, example.origin)
@@ -74,6 +80,10 @@ class SplitReport:
             height, width, channels = inputter.get("image_shape") or (None, None, None)
             if height and (set(self.sizes) != {(width, height)} or set(self.modes) != {"L" if channels == 1 else "RGB"}):
                 parts[-1] += f" (fed as {height}x{width}x{channels})"
+        if self.text:
+            from dsl.data_check.text import describe
+
+            parts.append(describe(self.text, inputter))
         parts.append(f"{self.steps} {unit} ({batch})")
         return "; ".join(parts)
 
@@ -87,6 +97,7 @@ class SplitReport:
             "sizes": {f"{w}x{h}": count for (w, h), count in self.sizes.most_common()},
             "modes": dict(self.modes.most_common()),
             "steps": self.steps,
+            **({"text": self.text} if self.text else {}),
         }
 
 

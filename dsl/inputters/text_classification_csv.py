@@ -70,7 +70,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     class counts and the val texts copied from train) and every bad row, located."""
     from dsl.data_check.examples import Example, Problem, Split
     from dsl.diagnostics import Location
-    from dsl.inputters._text import text_digest
+    from dsl.inputters._text import text_digest, words
 
     p = with_defaults(params, PARAMS)
     values = as_list(p[mode])
@@ -84,7 +84,8 @@ def examples(params: dict[str, Any], mode: str) -> Any:
         for line, text, label, problem in csv_rows(path, p):
             where = Location(str(path), line, 1)
             if problem is None:
-                items.append(Example(label, f"{path.name} line {line}", where, digest=text_digest(text)))
+                items.append(Example(label, f"{path.name} line {line}", where, digest=text_digest(text),
+                                     words=words(text, p["standardize"])))
             else:
                 items.append(Problem(problem, where))
     return Split(items, source=", ".join(values), class_names=p["classes"])

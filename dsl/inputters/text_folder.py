@@ -54,7 +54,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     digest each), each unreadable one a problem naming its file."""
     from dsl.data_check.examples import Example, Problem, Split
     from dsl.diagnostics import Location
-    from dsl.inputters._text import text_digest
+    from dsl.inputters._text import text_digest, words
 
     p = with_defaults(params, PARAMS)
     source = ", ".join(as_list(p[mode]))
@@ -72,7 +72,8 @@ def examples(params: dict[str, Any], mode: str) -> Any:
             items.append(Problem(str(exc) if isinstance(exc, DslError) else f"cannot read {path}: {exc}",
                                  Location(str(path))))
             continue
-        items.append(Example(label, str(path), Location(str(path)), digest=text_digest(text)))
+        items.append(Example(label, str(path), Location(str(path)), digest=text_digest(text),
+                                     words=words(text, p["standardize"])))
     return Split(items, source=source, class_names=classes)
 
 
