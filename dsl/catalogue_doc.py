@@ -188,15 +188,26 @@ def render_text(section: str | None = None) -> str:
         lines.append(f"{title}:")
         if not group:
             lines.append("  (no types registered)")
+        # Parameters every type of the kind takes (a callback's priority) are shown once, not per type.
+        shared = set(registry.kind_params(group[0].section)) if group and group[0].section in registry.KINDS else set()
+        if shared:
+            lines.append("  every type also takes:")
+            lines += _parameter_lines([p for p in group[0].parameters if p.name in shared], "    ")
         for entry in group:
             lines.append(f"  {entry.name} - {entry.description}" if entry.section not in ("pipeline", "runner") else f"  {entry.description}")
-            for p in entry.parameters:
-                default = f" = {p.default}" if p.default and p.default != "required" else (" (required)" if p.default else "")
-                lines.append(f"      {p.name}: {p.type}{default}")
-                if p.description:
-                    lines.append(f"          {p.description}")
+            lines += _parameter_lines([p for p in entry.parameters if p.name not in shared], "      ")
         lines.append("")
     return "\n".join(lines)
+
+
+def _parameter_lines(parameters: list[Any], indent: str) -> list[str]:
+    lines = []
+    for p in parameters:
+        default = f" = {p.default}" if p.default and p.default != "required" else (" (required)" if p.default else "")
+        lines.append(f"{indent}{p.name}: {p.type}{default}")
+        if p.description:
+            lines.append(f"{indent}    {p.description}")
+    return lines
 
 
 def render_markdown() -> str:
