@@ -432,6 +432,8 @@ def test_eval_predict_and_export_rebuild_from_the_yaml(trained: Path, data: Path
     loaded = tf.saved_model.load(str(out))
     served = loaded.signatures["serving_default"](text=tf.constant([r["text"] for r in records]))
     assert served["classes"].numpy().tolist() == [r["class"] for r in records]
+    assert [name.decode() for name in served["class_names"].numpy()] == ["food", "sports", "weather"]
+    assert "class_names: string [batch]" in exported.stdout
     assert np.allclose(served["probabilities"].numpy(), [r["probabilities"] for r in records], atol=1e-5)
 
 

@@ -108,14 +108,19 @@ class ClassificationModeler(BaseModeler):
         return class_report(metric.total_cm.numpy(), getattr(self.context, "class_names", None))
 
     def predictions(self, logits: Any) -> dict[str, Any]:
-        """{'classes': int32 (B,), 'probabilities': float32 (B, num_classes)}."""
+        """{'classes': int32 (B,), 'probabilities': float32 (B, num_classes)}, and 'class_names':
+        string (B,) when the data names its classes (an exported model then answers in names too)."""
         import tensorflow as tf
 
         logits = tf.cast(logits, tf.float32)
-        return {
+        found = {
             "classes": tf.argmax(logits, axis=-1, output_type=tf.int32),
             "probabilities": tf.nn.softmax(logits, axis=-1),
         }
+        names = getattr(self.context, "class_names", None)
+        if names and len(names) == logits.shape[-1]:
+            found["class_names"] = tf.gather(tf.constant([str(name) for name in names]), found["classes"])
+        return found
 
     def record(self, source: dict[str, Any], predictions: dict[str, Any], features: Any,
                options: dict[str, Any]) -> dict[str, Any]:
