@@ -88,3 +88,27 @@ def test_the_missing_data_hint_names_the_generator_of_the_task(tmp_path: Path, i
     result = dslrun("validate", "--data", str(path), check=False)
     assert result.returncode == 1
     assert f"create the data, e.g. with `dslrun data {generator} --out DIR`" in result.stdout, result.stdout
+
+
+def test_segmentation_data_is_summed_up_per_pixel(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    rows = []
+    for index in range(4):
+        mask = np.zeros((16, 16), np.uint8)
+        mask[0, index] = 1  # one pixel of class 1 per image: 4 of 1024
+        Image.fromarray(np.full((16, 16, 3), 128, np.uint8)).save(tmp_path / f"{index}.png")
+        Image.fromarray(mask, mode="L").save(tmp_path / f"{index}_mask.png")
+        rows.append(f"{index}.png,{index}_mask.png")
+    (tmp_path / "train.csv").write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
+    path = tmp_path / "seg.yaml"
+    path.write_text("version: 1\ninputter: {type: image_segmentation_csv, train: " + str(tmp_path / "train.csv")
+                    + ", num_classes: 2, class_names: [background, speck], image_shape: [16, 16, 3], batch_size: 2}\n"
+                    "network: {type: unet, depth: 2, base_filters: 4}\nmodeler: {type: image_segmentation}\n"
+                    "runner: {max_epochs: 1, workflow: [[train, 1]]}\n", encoding="utf-8")
+    result = dslrun("validate", "--data", str(path))
+    assert "pixels per class: 0 (background) 99.6%, 1 (speck) 0.4%" in result.stdout, result.stdout
+    warning = [line for line in result.stdout.splitlines() if "warning:" in line]
+    assert len(warning) == 1 and "pixels are heavily imbalanced" in warning[0] and "255x fewer" in warning[0]
+    assert "modeler.class_weights" in warning[0]
