@@ -99,10 +99,12 @@ postgres:
 	  fi; \
 	fi
 
-# The whole test suite, plus the shipped pipelines must validate. The system packages of the
-# multi-host and Slurm tests are checked on every run (an older .venv predates them).
+# The whole test suite, plus the shipped pipelines must validate and build (--build: their
+# networks traced on zeros, about 20 s). The system packages of the multi-host, Slurm and
+# PostgreSQL tests are checked on every run (an older .venv predates them).
 test: install sshd slurm postgres lint
 	$(BIN)/dslrun validate pipelines/
+	$(BIN)/dslrun validate --build pipelines/
 	$(BIN)/python -m pytest -q
 
 # The multi-rank tests alone (horovodrun, mpirun, local clusters).

@@ -188,15 +188,26 @@ def render_text(section: str | None = None) -> str:
         lines.append(f"{title}:")
         if not group:
             lines.append("  (no types registered)")
+        # Parameters every type of the kind takes (a callback's priority) are shown once, not per type.
+        shared = set(registry.kind_params(group[0].section)) if group and group[0].section in registry.KINDS else set()
+        if shared:
+            lines.append("  every type also takes:")
+            lines += _parameter_lines([p for p in group[0].parameters if p.name in shared], "    ")
         for entry in group:
             lines.append(f"  {entry.name} - {entry.description}" if entry.section not in ("pipeline", "runner") else f"  {entry.description}")
-            for p in entry.parameters:
-                default = f" = {p.default}" if p.default and p.default != "required" else (" (required)" if p.default else "")
-                lines.append(f"      {p.name}: {p.type}{default}")
-                if p.description:
-                    lines.append(f"          {p.description}")
+            lines += _parameter_lines([p for p in entry.parameters if p.name not in shared], "      ")
         lines.append("")
     return "\n".join(lines)
+
+
+def _parameter_lines(parameters: list[Any], indent: str) -> list[str]:
+    lines = []
+    for p in parameters:
+        default = f" = {p.default}" if p.default and p.default != "required" else (" (required)" if p.default else "")
+        lines.append(f"{indent}{p.name}: {p.type}{default}")
+        if p.description:
+            lines.append(f"{indent}    {p.description}")
+    return lines
 
 
 def render_markdown() -> str:
@@ -239,7 +250,10 @@ _LANGUAGE_RULES = [
     "  text; `1e-4` is a number; keys are the text written (`on:` is the key `on`). Duplicate keys,",
     "  tabs in indentation, non-UTF-8 bytes and files over 1 MiB are errors.",
     "- **`extends`** (a file or a list, relative to the extending file) is applied first: mappings are",
-    "  deep-merged, the extending file wins; lists and scalars are replaced whole.",
+    "  deep-merged, the extending file wins; lists and scalars are replaced whole. A mapping with another",
+    "  `type:` than the base's replaces it whole (`network: {type: embedding_bag}` over a `text_cnn`",
+    "  keeps none of its keys), and so does one tagged `!replace` (`optimizer: !replace {type: adam}`),",
+    "  the one tag a pipeline may use (editors: yaml-language-server's `yaml.customTags: [\"!replace mapping\"]`).",
     "- **`${NAME}` / `${NAME:-default}`** in string values are then replaced from the environment",
     "  (`$${` writes `${`). A value that is exactly one reference is read as YAML, so",
     "  `max_epochs: ${EPOCHS:-10}` is the number 10; inside other text the result is a string.",

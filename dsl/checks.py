@@ -18,6 +18,7 @@ from dsl.errors import RegistryError
 from dsl.init_checkpoint_check import check_init_checkpoint
 from dsl.mlflow_check import check_mlflow_installed
 from dsl.outputs import check_phase_outputs
+from dsl.rules import declare
 from dsl.schedule_length import check_schedule_length
 
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
@@ -386,6 +387,35 @@ def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     return found
 
 
+def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Each section's own rules (`register(rules=...)`, see dsl.rules) against the declared data
+    shapes: a U-Net's depth and the image size, three `classes` for four, a filter wider than a text."""
+    inputter = pipeline.get("inputter")
+    source = _component("inputter", inputter.get("type")) if isinstance(inputter, dict) else None
+    declared = declare(pipeline, source.facts if source is not None else None)
+    found = []
+    for path, kind, section in _sections(pipeline):
+        component = _component(kind, section.get("type"))
+        for rule in component.rules if component is not None else ():
+            for problem in rule(section, declared):
+                at = path + problem.key
+                other = _line(sources, problem.other) if problem.other is not None else ""
+                found.append(Diagnostic.at(sources.locate(at), at, problem.message.replace("{other}", other)))
+    return found
+
+
+def _sections(pipeline: dict[str, Any]) -> list[tuple[JsonPath, str, dict[str, Any]]]:
+    """(path, kind, parameters) of every component section of the pipeline."""
+    found: list[tuple[JsonPath, str, dict[str, Any]]] = []
+    for kind in ("inputter", "augmenter", "network", "modeler"):
+        if isinstance(pipeline.get(kind), dict):
+            found.append(((kind,), kind, pipeline[kind]))
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        if isinstance(callback, dict):
+            found.append((("callbacks", index), "callback", callback))
+    return found
+
+
 def _component(kind: str, type_name: Any) -> registry.Component | None:
     if not isinstance(type_name, str):
         return None
@@ -410,6 +440,7 @@ CHECKS: list[Check] = [
     check_backends_own_rules,
     check_lr_scaling,
     check_top_k,
+    check_component_rules,
     check_phase_outputs,
     check_schedule_length,
     check_init_checkpoint,

@@ -11,6 +11,7 @@ import click
 from dsl import __version__
 from dsl.commands import COMMANDS, user_errors
 from dsl.plugins import add_plugin_option
+from dsl.rank_output import whole_lines
 
 
 class _DefaultRunGroup(click.Group):
@@ -26,6 +27,7 @@ class _DefaultRunGroup(click.Group):
 @click.version_option(__version__, prog_name="dslrun")
 def main() -> None:
     """Declarative training pipelines: validate, show and run YAML pipelines."""
+    whole_lines()  # under mpirun / horovodrun: one tag per line
 
 
 for _command in COMMANDS():

@@ -8,12 +8,13 @@ being forgotten there. Errors of the program itself (bugs) stay ordinary excepti
     ├── LocatedError     problems with a place in a pipeline file: one line each
     │   ├── dsl.loader.LoadError        a file or --set value that is not a pipeline tree
     │   └── dsl.pipeline.PipelineError  a pipeline with errors (schema, extends, checks)
-    ├── dsl.registry.RegistryError      an unknown type, or a type registered twice
+    ├── RegistryError                   an unknown type, or a type registered twice
     └── dsl.plugins.PluginError         a plugin that cannot be imported
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,3 +44,19 @@ class LocatedError(DslError):
 class RegistryError(DslError, LookupError):
     """A type that is unknown, or registered twice (a plugin's name clashing with another's):
     of a component (dsl.registry) or a backend (dsl.backend_registry)."""
+
+
+def clean_error(message: str) -> str:
+    """The line of a TensorFlow error that says what went wrong.
+
+    Eager errors read `{{function_node ...}} <what> [[{{node ...}}]] [Op:...]`; errors from
+    inside a tf.function add `Graph execution error:` and a stack before `<what>`, and errors
+    from a map function (TF >= 2.16) `Error in user-defined function passed to ...: `.
+    """
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message).split("\n\t [[")[0].split(" [Op:")[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return _MAP_PREFIX.sub("", lines[-1]) if lines else message.strip()
+
+
+# TensorFlow >= 2.16 puts this before an error raised inside a Dataset.map function.
+_MAP_PREFIX = re.compile(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: ")

@@ -77,6 +77,14 @@ class Document:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
+REPLACE_TAG = "!replace"
+
+
+class Replace(dict):  # type: ignore[type-arg]
+    """A mapping tagged `!replace`: `extends` takes it whole instead of merging it into the base's
+    (dsl.resolve.merge). The only tag a pipeline may use; it never outlives the merge."""
+
+
 def load_file(path: str | Path, display: str | None = None) -> Document:
     """Load a pipeline file: a mapping at the top, every value located.
 
@@ -365,10 +373,10 @@ class _Builder:
         return items
 
     def _mapping(self, node: MappingNode, path: JsonPath, depth: int) -> dict[str, Any] | None:
-        if node.tag != _CORE + "map":
+        if node.tag not in (_CORE + "map", REPLACE_TAG):
             self._bad_tag(node, path)
             return None
-        result: dict[str, Any] = {}
+        result: dict[str, Any] = Replace() if node.tag == REPLACE_TAG else {}
         explicit: dict[str, Node] = {}
         merges: list[Node] = []
         for key_node, value_node in node.value:

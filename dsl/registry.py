@@ -72,6 +72,8 @@ class Component:
     examples: Callable[..., Any] | None = None
     aliases: tuple[str, ...] = ()
     batch: tuple[str, str] | None = None
+    rules: tuple[Callable[..., Any], ...] = ()
+    facts: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -109,6 +111,8 @@ def register(
     examples: Callable[..., Any] | None = None,
     aliases: tuple[str, ...] | list[str] = (),
     batch: tuple[str, str] | None = None,
+    rules: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
+    facts: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -126,7 +130,10 @@ def register(
     the new one (see `renamed`). `batch` is the (features, targets) an inputter makes,
     an augmenter or a modeler takes, or the (input, prediction) a network maps, in words
     such as ("image", "class"), ("image", "mask"), ("tokens", "class"): `dslrun validate`
-    refuses a pipeline whose sections disagree (None = any). `extra` is merged into the component's schema (e.g.
+    refuses a pipeline whose sections disagree (None = any). `rules` are what the component
+    can tell from its parameters and the pipeline's declared data shapes (`dsl.rules`: a U-Net's
+    depth against the image size), checked by `dslrun validate`; `facts` (inputters whose
+    parameters do not say them, e.g. cifar10_binary's 10 classes) gives those shapes. `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -161,6 +168,8 @@ def register(
             examples=examples,
             aliases=tuple(aliases),
             batch=tuple(batch) if batch else None,  # type: ignore[arg-type]
+            rules=tuple(rules),
+            facts=facts,
         )
         return builder
 

@@ -5,6 +5,9 @@ The order is fixed and documented:
 1. `extends` (a file name or a list, relative to the extending file) is resolved first,
    recursively. Bases are merged in list order, then the extending file on top. Mappings
    are deep-merged (the later one wins key by key); lists and scalars are replaced whole.
+   A mapping replaces the base's whole, instead, when it names another `type:` than the
+   base's (`network: {type: embedding_bag}` over a text_cnn keeps none of its keys) or is
+   tagged `!replace` (`optimizer: !replace {type: adam}` keeps no base key, type or not).
    The `extends` key itself is removed. Extends paths are taken literally (no `${...}`).
 2. `${NAME}` and `${NAME:-default}` are replaced in string values of the merged tree
    (so a value a later file overrides never needs its variables). `$${` writes a literal
@@ -31,7 +34,7 @@ from typing import Any
 
 from dsl.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
 from dsl.diagnostics import Path as JsonPath
-from dsl.loader import LoadError, load_file, parse_text
+from dsl.loader import LoadError, Replace, load_file, parse_text
 from dsl.suggest import did_you_mean
 
 SET_FILE = "<--set>"
@@ -60,7 +63,7 @@ def load_tree(path: str | Path) -> Tree:
     if loaded is None:
         return Tree(None, SourceMap(root=Location(display)), diagnostics)
     value, sources, complete = loaded
-    return Tree(value, sources, diagnostics, incomplete=not complete)
+    return Tree(plain(value), sources, diagnostics, incomplete=not complete)
 
 
 def _load_extending(
@@ -156,12 +159,29 @@ def merge(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], So
 
 
 def _merge_values(base: Any, over: Any) -> Any:
-    if isinstance(base, dict) and isinstance(over, dict):
+    if isinstance(base, dict) and isinstance(over, dict) and not replaces(base, over):
         out = dict(base)
         for key, item in over.items():
             out[key] = _merge_values(base[key], item) if key in base else item
         return out
     return over
+
+
+def replaces(base: dict[str, Any], over: dict[str, Any]) -> bool:
+    """Whether `over` takes the place of `base` whole: tagged `!replace`, or another component
+    `type` (the base's parameters belong to its type, not to the new one)."""
+    if isinstance(over, Replace):
+        return True
+    return "type" in base and "type" in over and base["type"] != over["type"]
+
+
+def plain(value: Any) -> Any:
+    """`value` with every `!replace` mapping made a plain dict (they mean nothing after the merge)."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
 
 
 def _collect_sources(value: Any, path: JsonPath, base: SourceMap, over: SourceMap, out: SourceMap) -> None:
@@ -371,4 +391,5 @@ def resolve(
 
             allowed_keys = schema_keys
         apply_overrides(tree, overrides, allowed_keys)
+        tree.value = plain(tree.value)  # `--set 'network=!replace {...}'` replaces anyway
     return tree

@@ -95,7 +95,23 @@ def _unknown_key(path: JsonPath, key: str, instance: dict[str, Any], allowed: li
         owner = _section_kind(path) or str(path[-1])
         message = f"unknown parameter {key!r} of {owner} type {instance['type']!r}"
     hint = did_you_mean(key, allowed) or (f"; allowed: {_names(allowed)}" if allowed else "")
-    return Diagnostic.at(sources.locate(path + (key,), key=True), path + (key,), message + hint)
+    where = sources.locate(path + (key,), key=True)
+    return Diagnostic.at(where, path + (key,), message + _inherited(path, where, sources) + hint)
+
+
+def _inherited(path: JsonPath, where: Any, sources: SourceMap) -> str:
+    """For a key written in another file than the section's `type` (a base's, kept by `extends`, or
+    a `--set` type change): where it came from and how to replace the section instead."""
+    typed = sources.get(path + ("type",))
+    if typed is None or typed.value.file == where.file or not path:
+        return ""
+    section = ".".join(str(p) for p in path)
+    if typed.value.file == "<--set>":
+        return (f" (inherited from {where.file}:{where.line}; --set changed only the type: set the whole "
+                f"section instead, --set '{section}={{type: ...}}')")
+    return (f" (inherited from {where.file}:{where.line}, while the type is set at {typed.value.file}:"
+            f"{typed.value.line}; write the whole section there as `{section}: !replace {{type: ...}}` to drop "
+            "the inherited keys)")
 
 
 def _missing_key(path: JsonPath, key: str, schema: dict[str, Any], sources: SourceMap) -> Diagnostic:

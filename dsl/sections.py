@@ -242,7 +242,8 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
     "extends": {
         "description": (
             "Base pipeline file(s), relative to this file. Mappings are deep-merged (this file "
-            "wins); lists and scalars are replaced whole."
+            "wins); lists and scalars are replaced whole, and so is a mapping with another `type:` "
+            "than the base's or tagged `!replace`."
         ),
         "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
     },

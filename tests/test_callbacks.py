@@ -261,6 +261,17 @@ def test_train_loss_prints_window_mean_every_n_iters_and_epoch_mean(tmp_path, ca
     ]
 
 
+def test_train_loss_leaves_the_epoch_value_to_a_progress_bar(tmp_path, capsys):
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=6)
+    runner.pipeline["callbacks"] = [{"type": "train_loss"}, {"type": "progress"}]
+    runner.run([make("train_loss", every_n_iters=4), make("progress")],
+               sequence("loss", [6.0, 5.0, 4.0, 3.0, 2.0, 1.0], accuracy=0.5))
+    captured = capsys.readouterr()
+    # The bar's last line says the epoch's loss; train_loss keeps only its windowed means.
+    assert captured.out.splitlines() == ["train epoch 1/1 iter 4/6 (step 4): loss 4.5000"]
+    assert captured.err.splitlines()[-1].startswith("train epoch 1 [========================] 6/6")
+
+
 def test_train_accuracy_prints_running_value_and_val_printers_only_after_val(tmp_path, capsys):
     runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2, steps_per_epoch=4)
     hooks = [make("train_accuracy", every_n_iters=2), make("val_loss"), make("val_accuracy")]
@@ -316,7 +327,9 @@ def test_progress_throttles_plain_lines_when_stderr_is_not_a_tty(tmp_path, capsy
     lines = capsys.readouterr().err.splitlines()
     # Drawn at the first step, then at most every 3 clock ticks, then once at the end of the phase.
     assert [line.split()[4] for line in lines] == ["1/8", "4/8", "7/8", "8/8"]
-    assert lines[0].startswith("train epoch 1 [") and "ETA 0:00:07" in lines[0] and "loss 1.0000" in lines[0]
+    assert lines[0].startswith("train epoch 1 [") and "ETA ?" in lines[0] and "loss 1.0000" in lines[0]
+    # The rate comes from the steps after the first call (which traced the graph): 1 s a step, 4 to go.
+    assert "ETA 0:00:04" in lines[1]
     assert "\r" not in "".join(lines)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -109,6 +110,21 @@ def test_two_ranks_train_to_the_end_and_rank0_writes_once(tmp_path: Path, data: 
     # One header line: only rank 0 ran the printing callbacks.
     assert result.stdout.count("pipeline hvd:") == 1
     assert "global batch 32 = 2 x 16, learning rate 0.1 (x2, lr_scaling linear)" in result.stdout
+    # One tag per line (MPI tags what it reads, so a line written in pieces got the next one's tag glued on).
+    lines = (result.stdout + result.stderr).splitlines()
+    tagged = re.compile(r"\[\d+(,\d+)?\]<std(out|err)>:")
+    assert not [line for line in lines if len(tagged.findall(line)) > 1 or tagged.fullmatch(line)], lines
+    # No TensorFlow start-up banner, not even from horovodrun's own build checks (the Horovod patch's item 4).
+    if launcher == "mpirun" or _horovod_mutes_its_checks():
+        assert not [line for line in lines if "absl::InitializeLog" in line or "oneDNN custom operations" in line], lines
+
+
+def _horovod_mutes_its_checks() -> bool:
+    """Whether the installed Horovod was built with tools/horovod-0.28.1-tf2.21.patch's item 4 (an older
+    venv keeps its build until `make horovod` rebuilds it)."""
+    import horovod.common.util as util
+
+    return "os.dup2(sys.stderr.fileno(), 2)" in Path(util.__file__).read_text(encoding="utf-8")
 
 
 def test_mixed_float16_on_two_ranks_keeps_them_identical(tmp_path: Path, data: Path) -> None:

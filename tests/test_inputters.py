@@ -193,7 +193,7 @@ def test_missing_image_names_the_file_and_its_csv_line(tmp_path):
 
 
 def test_the_map_function_prefix_of_newer_tensorflow_is_cut_from_errors():
-    from dsl.inputters._pipeline import clean_error
+    from dsl.errors import clean_error
 
     raw = ("{{function_node __wrapped__IteratorGetNext_output_types_1_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
            "Error in user-defined function passed to ParallelMapDatasetV2:1 transformation with iterator: "

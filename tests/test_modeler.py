@@ -267,14 +267,21 @@ def test_label_smoothing_matches_a_hand_computed_loss():
 
 def test_metrics_names_and_values():
     metrics = modeler({"top_k": [2]}, classes=4).metrics("val")
-    assert list(metrics) == ["accuracy", "top_2_accuracy"]
-    assert [metric.name for metric in metrics.values()] == ["accuracy", "top_2_accuracy"]
+    assert list(metrics) == ["accuracy", "top_2_accuracy", "macro_f1"]
+    assert [metric.name for metric in metrics.values()] == ["accuracy", "top_2_accuracy", "macro_f1"]
     logits = tf.constant([[3.0, 2.0, 0.0, 0.0], [3.0, 2.0, 0.0, 0.0], [0.0, 0.0, 1.0, 5.0]])
     labels = tf.constant([0, 1, 2])
     for metric in metrics.values():
         metric.update_state(labels, logits)
     assert float(metrics["accuracy"].result()) == pytest.approx(1 / 3)
     assert float(metrics["top_2_accuracy"].result()) == pytest.approx(1.0)
+    # Predicted 0, 0, 3 for 0, 1, 2: class 0 has precision 1/2, recall 1, F1 2/3; the others 0.
+    assert float(metrics["macro_f1"].result()) == pytest.approx((2 / 3) / 4)
+    report = modeler({"top_k": [2]}, classes=4).report(metrics)
+    assert report["confusion_matrix"] == [[1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0]]
+    assert report["per_class"][0] == {"class": 0, "name": "0", "precision": 0.5, "recall": 1.0, "f1": 0.666667,
+                                      "support": 1}
+    assert "macro_f1" not in modeler({"top_k": [2]}, classes=4).metrics("train")
     assert modeler({"top_k": [2]}, classes=4).metrics("train")["accuracy"] is not metrics["accuracy"]
     with pytest.raises(DslError, match=r"modeler\.top_k: top_5_accuracy is always 1 with 5 classes"):
         modeler({"top_k": [5]}, classes=5)

@@ -20,6 +20,7 @@ from dsl.context import BuildContext
 from dsl.datasets.synthetic_segmentation import SegmentationSpec, write
 from dsl.errors import DslError
 from dsl.inputters._pipeline import explain_data_error
+from dsl.modelers._mask_records import palette
 
 from e2e_support import DSLRUN, ENV, dslrun
 
@@ -327,6 +328,8 @@ def test_outputs_name_what_a_callback_may_monitor() -> None:
     assert outputs({})["val"] == ["loss", "mean_iou", "pixel_accuracy"]
     assert outputs({"class_weights": [1, 2]})["val"][-2:] == ["iou_0", "iou_1"]
     assert outputs({}, {"inputter": {"num_classes": 3}})["val"][-3:] == ["iou_0", "iou_1", "iou_2"]
+    named = {"inputter": {"num_classes": 3, "class_names": ["background", "road sign", "car"]}}
+    assert outputs({}, named)["val"][-3:] == ["iou_background", "iou_road_sign", "iou_car"]
     assert outputs({})["train"][-1] == "learning_rate"
 
 
@@ -403,13 +406,15 @@ def test_the_shipped_pipeline_learns_and_eval_agrees(shapes: Path, trained: Path
     assert val[-1]["mean_iou"] > 0.45 and val[-1]["mean_iou"] > val[0]["mean_iou"], val
     evaluated = json.loads(run_cli(shapes, "eval", str(PIPELINE), *sets(trained)).stdout.splitlines()[-1])
     assert evaluated["mean_iou"] == pytest.approx(val[-1]["mean_iou"], abs=1e-6)
-    assert {f"iou_{k}" for k in range(4)} <= set(evaluated)
+    # Named by the shipped pipeline's class_names.
+    assert {"iou_background", "iou_disc", "iou_square", "iou_triangle"} <= set(evaluated)
 
 
 @pytest.mark.slow
 def test_predict_writes_a_mask_png_and_an_overlay(shapes: Path, trained: Path, tmp_path: Path) -> None:
     image = shapes / "eval" / "images" / "00000.png"
-    result = run_cli(shapes, "predict", str(PIPELINE), str(image), "--out", str(tmp_path), "--overlay", *sets(trained))
+    result = run_cli(shapes, "predict", str(PIPELINE), str(image), "--out", str(tmp_path), "--overlay", "--color",
+                     *sets(trained))
     record = json.loads(result.stdout.splitlines()[-1])
     assert record["image"] == str(image) and record["mask"] == str(tmp_path / "00000.png")
     mask = np.asarray(Image.open(record["mask"]))
@@ -417,6 +422,11 @@ def test_predict_writes_a_mask_png_and_an_overlay(shapes: Path, trained: Path, t
     assert mask.shape == (32, 32) and mask.max() < 4 and Image.open(record["overlay"]).mode == "RGB"
     assert (mask == truth).mean() > 0.8
     assert sum(record["classes"].values()) == pytest.approx(1.0, abs=1e-5) and "disc" in record["classes"]
+    # --color: the same class indices in a palette PNG, which a viewer shows in the overlay's colours.
+    colored = Image.open(record["color"])
+    assert record["color"] == str(tmp_path / "00000_color.png") and colored.mode == "P"
+    np.testing.assert_array_equal(np.asarray(colored), mask)
+    assert colored.convert("RGB").getpixel((0, 0)) == tuple(palette(4)[mask[0, 0]])
 
 
 @pytest.mark.slow

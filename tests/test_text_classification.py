@@ -363,7 +363,7 @@ def test_text_and_image_classification_share_one_modeler() -> None:
     text_loss = built["text_classification"].loss(labels, logits, tf.keras.Sequential())
     image_loss = built["image_classification"].loss(labels, logits, tf.keras.Sequential())
     assert float(text_loss["loss"]) == float(image_loss["loss"]) > 0
-    assert set(built["text_classification"].metrics("val")) == {"accuracy", "top_2_accuracy"}
+    assert set(built["text_classification"].metrics("val")) == {"accuracy", "top_2_accuracy", "macro_f1"}
     record = built["text_classification"].record({"text": "hi"}, {"classes": np.array([2]),
                                                                "probabilities": np.array([[0.1, 0.2, 0.7]])}, None, {})
     assert record == {"text": "hi", "class": 2, "probabilities": [0.1, 0.2, 0.7], "name": "c"}
@@ -432,6 +432,8 @@ def test_eval_predict_and_export_rebuild_from_the_yaml(trained: Path, data: Path
     loaded = tf.saved_model.load(str(out))
     served = loaded.signatures["serving_default"](text=tf.constant([r["text"] for r in records]))
     assert served["classes"].numpy().tolist() == [r["class"] for r in records]
+    assert [name.decode() for name in served["class_names"].numpy()] == ["food", "sports", "weather"]
+    assert "class_names: string [batch]" in exported.stdout
     assert np.allclose(served["probabilities"].numpy(), [r["probabilities"] for r in records], atol=1e-5)
 
 

@@ -104,6 +104,19 @@ def test_eval_reproduces_the_logged_accuracy(trained: Path) -> None:
     assert output.stderr.startswith(f"dslrun: using checkpoint {run / 'checkpoints' / 'ckpt-36'} (step 36)")
     assert result["accuracy"] == pytest.approx(logged["accuracy"], abs=1e-6)
     assert result["loss"] == pytest.approx(logged["loss"], rel=1e-5)
+    assert result["macro_f1"] == pytest.approx(logged["macro_f1"], abs=1e-6)
+    # Per-class results from one confusion matrix (rows true, columns predicted) over the 64 val images.
+    matrix = result["confusion_matrix"]
+    assert sum(map(sum, matrix)) == 64 and [row["support"] for row in result["per_class"]] == [sum(r) for r in matrix]
+    hits = sum(matrix[k][k] for k in range(4))
+    assert hits / 64 == pytest.approx(result["accuracy"], abs=1e-6)
+    for k, row in enumerate(result["per_class"]):
+        predicted = sum(matrix[t][k] for t in range(4))
+        assert row["precision"] == pytest.approx(matrix[k][k] / predicted if predicted else 0.0, abs=1e-6)
+        assert row["recall"] == pytest.approx(matrix[k][k] / row["support"], abs=1e-6)
+    png = run / "confusion_matrix_val.png"
+    assert result["confusion_matrix_png"] == str(png) and png.read_bytes().startswith(b"\x89PNG")
+    assert list((run / "tensorboard" / "eval").glob("events.out.tfevents.*"))
 
 
 def test_export_reload_gives_the_same_predictions(trained: Path, data: Path, tmp_path: Path) -> None:
@@ -168,11 +181,13 @@ def test_checkpoint_errors_name_the_flag_the_user_gave(trained: Path, data: Path
 def test_a_finished_run_run_again_writes_nothing_and_a_longer_one_continues(tmp_path: Path, data: Path) -> None:
     pipeline = write_pipeline(tmp_path, data)
     run = tmp_path / "run"
-    dslrun(str(pipeline), "--set", "runner.max_epochs=1")
+    first = dslrun(str(pipeline), "--set", "runner.max_epochs=1")
     before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()}
     result = dslrun(str(pipeline), "--set", "runner.max_epochs=1")
     assert result.stderr == f"dslrun: already finished at step 12 ({run}); raise runner.max_epochs (1) to train further\n"
-    assert result.stdout == ""
+    # It still reports its final validation, from its records (the README promises it for `make demo`).
+    final = [line for line in first.stdout.splitlines() if line.startswith("dslrun: final validation (step 12): ")]
+    assert final and result.stdout == final[0] + "\n"
     assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()} == before
 
     result = dslrun(str(pipeline), "--set", "runner.max_epochs=2")
@@ -213,10 +228,26 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path: Path, data: Path
         time.sleep(0.2)
     time.sleep(1.0)
     process.send_signal(signal.SIGTERM)
-    _stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert "interrupted by SIGTERM: saved a checkpoint" in stderr
+    assert "finished at step" not in stdout  # only what happened: interrupted
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
+    # The cut-short epoch is recorded as what it is, not under the last complete epoch's number.
+    train = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
+    complete = [r["epoch"] for r in train if not r.get("partial")]
+    assert complete == list(range(1, len(complete) + 1)), train
+    partial = [r for r in train if r.get("partial")]
+    assert len(partial) <= 1 and all(len(complete) <= r["epoch"] < len(complete) + 1 for r in partial), train
+
+
+def test_a_stop_mid_epoch_is_recorded_as_a_partial_epoch(tmp_path: Path, data: Path) -> None:
+    pipeline = write_pipeline(tmp_path, data, **{"  - {type: train_basic}\n": (
+        "  - {type: train_basic}\n  - {type: stop_at_time, seconds: 0}\n")})
+    result = dslrun(str(pipeline))
+    assert "stopped at step 2 (epoch 0)" in result.stdout and "finished at step" not in result.stdout
+    (train,) = [r for r in records(tmp_path / "run") if r["mode"] == "train"]
+    assert train["partial"] is True and train["step"] == 2 and train["epoch"] == round(2 / 12, 4)
 
 
 def test_no_resume_sets_old_checkpoints_aside(tmp_path: Path, data: Path) -> None:

@@ -412,6 +412,9 @@ def test_list_command() -> None:
     result = run("list", "netwrk")
     assert result.exit_code == 2 and "did you mean 'network'?" in result.output
     assert run("list", "--markdown").stdout == render_markdown()
+    # The parameter every callback takes is described once, not once per callback.
+    callbacks = run("list", "callbacks").stdout
+    assert callbacks.count("priority:") == 1 and callbacks.index("every type also takes:") < callbacks.index("  checkpoint -")
 
 
 # ------------------------------------------------------------------ former callback names

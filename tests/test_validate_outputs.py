@@ -55,7 +55,7 @@ def test_a_misspelt_monitor_is_a_located_error_with_the_available_outputs(tmp_pa
     assert code == 1
     assert lines == [
         "15:26: error: callbacks[0].save_best.monitor: the val phase has no output 'acc'; did you mean "
-        "'val/accuracy'? available: val/accuracy, val/loss"
+        "'val/accuracy'? available: val/accuracy, val/loss, val/macro_f1"
     ]
 
 
@@ -67,9 +67,9 @@ def test_a_misspelt_monitor_is_a_located_error_with_the_available_outputs(tmp_pa
          "train/accuracy, train/learning_rate, train/loss"),
         ("{type: early_stopping, monitor: val/top_3_accuracy}",
          "callbacks[1].monitor: the val phase has no output 'top_3_accuracy'; did you mean 'val/accuracy'? "
-         "available: val/accuracy, val/loss"),
+         "available: val/accuracy, val/loss, val/macro_f1"),
         ("{type: early_stopping, monitor: val/skipped_examples}",
-         "the val phase has no output 'skipped_examples'; available: val/accuracy, val/loss"),
+         "the val phase has no output 'skipped_examples'; available: val/accuracy, val/loss, val/macro_f1"),
     ],
 )
 def test_every_monitor_is_checked_against_the_modeler_and_inputter_outputs(

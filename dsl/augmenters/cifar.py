@@ -18,6 +18,7 @@ from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_c
 from dsl.context import BuildContext
 from dsl.engine.contracts import Augmenter
 from dsl.registry import register
+from dsl.rules import checked
 
 PARAMS: dict[str, dict[str, Any]] = {
     "padding": {
@@ -84,6 +85,7 @@ class CifarAugmenter:
 @register(
     "augmenter",
     "cifar",
+    rules=[checked(check_contrast)],
     params=PARAMS,
     description="CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation.",
     batch=("image", "class"),

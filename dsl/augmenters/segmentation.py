@@ -26,6 +26,7 @@ from dsl.context import BuildContext
 from dsl.engine.contracts import Augmenter
 from dsl.errors import DslError
 from dsl.registry import register
+from dsl.rules import Declared, Problem, checked
 from dsl.sections import fixed_array
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -131,9 +132,35 @@ class SegmentationAugmenter:
         return image, mask
 
 
+def check_scales(p: dict[str, Any]) -> None:
+    """The scale range must be a range."""
+    if p["min_scale"] > p["max_scale"]:
+        raise DslError(f"augmenter.min_scale: {p['min_scale']} is above max_scale {p['max_scale']}; "
+                       "min_scale must be at most max_scale, e.g. 0.5 and 2.0")
+
+
+def padding_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
+    """A crop larger than the smallest scaled image is padded with inputter.ignore_label: it must be set."""
+    p = {**{name: spec["default"] for name, spec in PARAMS.items()}, **section}
+    if declared.image_shape is None or declared.ignore_label is not None:
+        return []
+    height, width = declared.image_shape[:2]
+    crop = tuple(p["crop_size"]) if p["crop_size"] else (height, width)
+    if p["min_scale"] * height >= crop[0] and p["min_scale"] * width >= crop[1]:
+        return []
+    return [Problem(
+        ("min_scale",),
+        f"a crop of {crop[0]}x{crop[1]} from {height}x{width} images scaled by min_scale {p['min_scale']} must be "
+        "padded, and padding takes the mask value inputter.ignore_label, which is null ({other}); set "
+        "inputter.ignore_label (e.g. 255), or a min_scale and crop_size that need no padding",
+        ("inputter", "ignore_label"),
+    )]
+
+
 @register(
     "augmenter",
     "segmentation",
+    rules=[checked(check_contrast), checked(check_scales), padding_rule],
     params=PARAMS,
     description="Segmentation: random scale, pad (mask: ignore_label), crop and flip of image and mask together; jitter; standardisation.",
     batch=("image", "mask"),
@@ -142,9 +169,7 @@ def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     """The augmenter for the inputter's image shape and ignore_label (`context`)."""
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})
-    if p["min_scale"] > p["max_scale"]:
-        raise DslError(f"augmenter.min_scale: {p['min_scale']} is above max_scale {p['max_scale']}; "
-                       "min_scale must be at most max_scale, e.g. 0.5 and 2.0")
+    check_scales(p)
     check_contrast(p)
     height, width = tuple(context.image_shape)[:2]
     crop = tuple(p["crop_size"]) if p["crop_size"] else (height, width)

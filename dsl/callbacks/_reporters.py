@@ -10,6 +10,9 @@ from typing import Any
 from dsl.callbacks._common import Cadence, format_value, iter_position, output, phase_position
 from dsl.callbacks.base import Callback
 
+# What the `progress` bar shows of a train phase, live and at its end.
+BAR_OUTPUTS = ("loss", "accuracy")
+
 
 class TrainValueReporter(Callback):
     """Prints a train output every `every_n_iters` steps and its phase value after each train epoch.
@@ -27,6 +30,9 @@ class TrainValueReporter(Callback):
     def before_run(self, runner: Any) -> None:
         self._cadence = Cadence(self.params["every_n_iters"], runner.step)
         self._reset_window()
+        # A `progress` bar already ends each train phase with this output: its line would repeat it.
+        self._bar_shows = self.output_name in BAR_OUTPUTS and any(
+            isinstance(c, dict) and c.get("type") == "progress" for c in runner.pipeline.get("callbacks") or [])
 
     def _reset_window(self) -> None:
         self._sum, self._steps = 0.0, 0
@@ -43,7 +49,8 @@ class TrainValueReporter(Callback):
 
     def after_train_epoch(self, runner: Any) -> None:
         value = output(runner.phase_outputs, self.output_name, "train", self.name)
-        runner.print(f"train {phase_position(runner)}: {self.output_name} {format_value(value)}")
+        if not self._bar_shows:
+            runner.print(f"train {phase_position(runner)}: {self.output_name} {format_value(value)}")
         self._reset_window()
 
 

@@ -58,7 +58,10 @@ class TrainBasic(Callback):
             runner.print(f"run failed at step {runner.step}; no checkpoint of this state was saved")
             return
         path = save_checkpoint(runner)
-        runner.print(f"finished at step {runner.step} (epoch {runner.epoch}); checkpoint {path}")
+        if "interrupted" in runner.stop_reason:
+            return  # the runner says it: "interrupted by SIGINT: saved a checkpoint at step N in ..."
+        done = "stopped" if runner.stop_reason else "finished"
+        runner.print(f"{done} at step {runner.step} (epoch {runner.epoch}); checkpoint {path}")
 
 
 @register(

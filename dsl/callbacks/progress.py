@@ -11,11 +11,12 @@ import time
 from typing import Any
 
 from dsl.callbacks._common import format_value, train_epoch
+from dsl.callbacks._reporters import BAR_OUTPUTS
 from dsl.callbacks.base import Callback
 from dsl.registry import register
 
 _WIDTH = 24
-_SHOWN = ("loss", "accuracy")
+_SHOWN = BAR_OUTPUTS
 
 
 def _duration(seconds: float) -> str:
@@ -54,11 +55,14 @@ class Progress(Callback):
     def before_epoch(self, runner: Any) -> None:
         self._start = self.clock()
         self._drawn_at: float | None = None
+        self._first: tuple[float, int] | None = None  # (time, steps) after the phase's first call
 
     def after_iter(self, runner: Any) -> None:
         if runner.inner_step == runner.phase_steps:
             return  # the end of the phase draws the last state
         now = self.clock()
+        if self._first is None:
+            self._first = (now, runner.inner_step)  # the first call traced the graph: no rate to go by
         if self._drawn_at is None or now - self._drawn_at >= self._refresh:
             self._draw(runner, now, final=False)
 
@@ -82,13 +86,24 @@ class Progress(Callback):
             phase += f" epoch {train_epoch(runner) if runner.mode == 'train' else runner.epoch}"
         values = runner.phase_outputs if final else runner.outputs
         shown = "  ".join(f"{name} {format_value(values[name])}" for name in _SHOWN if name in values)
-        return f"{phase} {_bar(runner.inner_step, runner.phase_steps, elapsed, final)}  {shown}".rstrip()
+        rate = self._rate(runner.inner_step, self._start + elapsed)
+        return f"{phase} {_bar(runner.inner_step, runner.phase_steps, elapsed, final, rate)}  {shown}".rstrip()
+
+    def _rate(self, done: int, now: float) -> float | None:
+        """Seconds per step since the phase's first call (which includes tracing), None before a second one."""
+        if self._first is None or done <= self._first[1] or now <= self._first[0]:
+            return None
+        return (now - self._first[0]) / (done - self._first[1])
 
 
-def _bar(done: int, total: int | None, elapsed: float, final: bool) -> str:
-    """`[=====.....] 150/390 ETA 0:01:02`; the elapsed time once the phase is over or its length unknown."""
+def _bar(done: int, total: int | None, elapsed: float, final: bool, rate: float | None = None) -> str:
+    """`[=====.....] 150/390 ETA 0:01:02`; the elapsed time once the phase is over or its length unknown;
+    `ETA ?` until a rate is known (the first call's time is mostly tracing, a wild guess)."""
     if not total:
         return f"{done}/? {_duration(elapsed)}"
     filled = min(_WIDTH, _WIDTH * done // total)
-    timing = _duration(elapsed) if final or not done else f"ETA {_duration(elapsed / done * (total - done))}"
+    if final or not done:
+        timing = _duration(elapsed)
+    else:
+        timing = f"ETA {_duration(rate * (total - done))}" if rate is not None else "ETA ?"
     return f"[{'=' * filled}{'.' * (_WIDTH - filled)}] {done}/{total} {timing}"

@@ -26,9 +26,12 @@ from dsl.commands._common import CHECKPOINT_HELP, echo_err, load_or_exit, set_op
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
               help="Directory for the files a prediction writes (segmentation masks); default: the run directory's predictions/.")
 @click.option("--overlay", is_flag=True, help="Segmentation: also write each image with its mask blended over it.")
+@click.option("--color", is_flag=True,
+              help="Segmentation: also write each mask in colour (<name>_color.png, one colour per class) for people; "
+              "the mask PNG itself stays class indices.")
 @user_errors
 def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], overrides: tuple[str, ...],
-            checkpoint: str | None, top: int | None, out: str | None, overlay: bool) -> None:
+            checkpoint: str | None, top: int | None, out: str | None, overlay: bool, color: bool = False) -> None:
     """Predict each INPUT (an image file; a text file of one input per line) with FILE's trained model.
 
     Every INPUT is checked before any prediction: each missing or broken file is one line,
@@ -55,7 +58,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
             echo_err(f"dslrun: error: {line}")
         sys.exit(1)
     predict = make_predict_call(runner.model, runner.modeler, eval_preprocess(runner.augmenter))
-    options = {"top": top, "out": out or str(runner.model_dir / "predictions"), "overlay": overlay}
+    options = {"top": top, "out": out or str(runner.model_dir / "predictions"), "overlay": overlay, "color": color}
     for source, features in examples:
         result = predict(tf.nest.map_structure(lambda tensor: tf.expand_dims(tensor, 0), features))
         numbers = {name: value.numpy() for name, value in result.items()}

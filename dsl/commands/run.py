@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -40,10 +41,32 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
         warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
-    if owner and code == 0 and not runner.already_finished:
-        click.echo(f"dslrun: run directory: {runner.model_dir}")
-        finals = [record for record in runner.history if record["mode"] == "val"]
-        if finals:
-            values = ", ".join(f"{k} {v:.4f}" for k, v in finals[-1].items() if k not in ("mode", "epoch", "step"))
-            click.echo(f"dslrun: final validation (step {finals[-1]['step']}): {values}")
+    if owner and code == 0:
+        if not runner.already_finished:
+            click.echo(f"dslrun: run directory: {runner.model_dir}")
+        _final_validation(runner)
     sys.exit(code)
+
+
+# Record fields that are no validation output.
+_NOT_OUTPUTS = ("mode", "epoch", "step", "time", "seconds", "partial")
+
+
+def _final_validation(runner: Any) -> None:
+    """The last val phase's outputs: this run's, or — for a run already finished (the same command
+    run again) — its records', so a second `make demo` still says how well it does."""
+    finals = [record for record in runner.history if record["mode"] == "val"]
+    if not finals and runner.already_finished and runner.metrics_file is not None:
+        finals = [record for record in runner.metrics_file.read() if record.get("mode") == "val"]
+    if finals:
+        values = ", ".join(f"{k} {float(v):.4f}" for k, v in finals[-1].items()
+                           if k not in _NOT_OUTPUTS and isinstance(v, (int, float, str)) and _is_number(v))
+        click.echo(f"dslrun: final validation (step {finals[-1]['step']}): {values}")
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -22,12 +22,15 @@ from dsl.data_check.examples import Example, Problem, Split
 from dsl.data_check.images import ImageFacts, inspect_file
 from dsl.data_check.report import SplitReport, split_warnings, steps
 from dsl.data_check.scaling import ScalingReport, scaling_at, scaling_report
+from dsl.data_check.text import text_facts
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
 from dsl.errors import DslError
 from dsl.inputters import MODES, declared_modes
 from dsl.schedule_length import check_schedule_length
 
+# A text split with more than this share cut at sequence_length gets a warning.
+TRUNCATED = 0.1
 # Problems reported one by one per split; past this, one line counts the rest.
 MAX_REPORTED = 20
 
@@ -59,6 +62,14 @@ def check_data(
         report.steps = steps(report, inputter, replicas, batch)
         reports.append(report)
     train = next((r for r in reports if r.mode == "train"), None)
+    for report in reports:
+        report.text = text_facts(report.lengths, report.words, inputter, train.words if train else None,
+                                 report is train)
+        if report.text.get("truncated", 0.0) > TRUNCATED:
+            diagnostics.append(_at_yaml(sources, ("inputter", "sequence_length"), (
+                f"{report.text['truncated']:.0%} of the {report.mode} texts are longer than sequence_length "
+                f"{inputter['sequence_length']} tokens and are cut (95% have at most {report.text['tokens']['p95']}); "
+                "raise inputter.sequence_length or accept losing their ends"), "warning"))
     for report in reports:
         diagnostics += [_at_yaml(sources, ("inputter", report.mode), text, severity)
                         for text, severity in split_warnings(report, train, _num_classes(inputter, report))]

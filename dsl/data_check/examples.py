@@ -34,6 +34,8 @@ class Example:
     facts: ImageFacts | None = None  # known already (records read in memory)
     problem: str | None = None  # why the image, read already, is unusable
     digest: bytes | None = None  # content digest of an example without an image (a text)
+    words: list[str] | None = None  # a text's words as the vectorizer splits them
+    pixels: dict[int, int] | None = None  # a mask's pixels per class
 
 
 @dataclass(frozen=True)

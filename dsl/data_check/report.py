@@ -36,6 +36,10 @@ class SplitReport:
     modes: Counter[str] = field(default_factory=Counter)  # Pillow mode: RGB, L, RGBA, ...
     digests: dict[bytes, str] = field(default_factory=dict)  # content -> where it is first listed
     steps: int | None = None  # train: steps per epoch; val/test: batches per pass
+    lengths: list[int] = field(default_factory=list)  # words per text
+    words: Counter[str] = field(default_factory=Counter)  # word -> occurrences (texts)
+    text: dict[str, Any] = field(default_factory=dict)  # dsl.data_check.text.text_facts
+    pixels: Counter[int] = field(default_factory=Counter)  # masks: class -> pixels
 
     def count(self, example: Example, facts: ImageFacts | None) -> None:
         """One usable example: its class, its image's size and mode (when it is an image) and
@@ -45,6 +49,11 @@ class SplitReport:
         if facts is not None:
             self.sizes[(facts.width, facts.height)] += 1
             self.modes[facts.mode] += 1
+        if example.pixels is not None:
+            self.pixels.update(example.pixels)
+        if example.words is not None:
+            self.lengths.append(len(example.words))
+            self.words.update(example.words)
         digest = facts.digest if facts is not None else example.digest
         if digest is not None:
             self.digests.setdefault(digest, example.origin)
@@ -65,7 +74,9 @@ class SplitReport:
         parts = [f"{self.key}: {self.examples} examples from {self.source}"]
         if self.unusable:
             parts[0] += f", {self.unusable} more unusable"
-        if self.labels:
+        if self.pixels:
+            parts.append(f"pixels per class: {_shares(self)}")
+        elif self.labels:
             low, high = min(self.labels.values()), max(self.labels.values())
             parts.append(f"{len(self.labels)} classes, {low}-{high} each" if low != high else
                          f"{len(self.labels)} classes, {low} each")
@@ -74,6 +85,10 @@ class SplitReport:
             height, width, channels = inputter.get("image_shape") or (None, None, None)
             if height and (set(self.sizes) != {(width, height)} or set(self.modes) != {"L" if channels == 1 else "RGB"}):
                 parts[-1] += f" (fed as {height}x{width}x{channels})"
+        if self.text:
+            from dsl.data_check.text import describe
+
+            parts.append(describe(self.text, inputter))
         parts.append(f"{self.steps} {unit} ({batch})")
         return "; ".join(parts)
 
@@ -87,6 +102,8 @@ class SplitReport:
             "sizes": {f"{w}x{h}": count for (w, h), count in self.sizes.most_common()},
             "modes": dict(self.modes.most_common()),
             "steps": self.steps,
+            **({"text": self.text} if self.text else {}),
+            **({"pixels": {str(k): count for k, count in sorted(self.pixels.items())}} if self.pixels else {}),
         }
 
 
@@ -121,7 +138,9 @@ def split_warnings(report: SplitReport, train: SplitReport | None, num_classes: 
             listed = "" if one else f" ({names})"
             found.append((f"{which} no example in this split{listed}: {what}; add examples or check the labels",
                           "warning"))
-    if len(report.labels) > 1:
+    if report.pixels:
+        found += _pixel_imbalance(report)
+    elif len(report.labels) > 1:
         (big, most), (small, fewest) = report.labels.most_common()[0], report.labels.most_common()[-1]
         if most >= IMBALANCE * fewest:
             found.append((f"the classes are heavily imbalanced: class {report.class_name(big)} has {most} examples, "
@@ -152,3 +171,26 @@ def _counted(counter: Counter[str]) -> str:
     if len(counter) == 1:
         return str(next(iter(counter)))
     return ", ".join(f"{name} {count}" for name, count in counter.most_common())
+
+
+# Masks: the largest class may cover this many times the pixels of the smallest before a warning
+# (a background usually covers most of an image, so far more than `IMBALANCE`).
+PIXEL_IMBALANCE = 50.0
+
+
+def _shares(report: SplitReport) -> str:
+    """`0 (background) 78.1%, 1 (disc) 7.2%, ...`: each class's share of the split's counted pixels."""
+    total = sum(report.pixels.values())
+    return ", ".join(f"{report.class_name(k)} {count / total:.1%}" for k, count in sorted(report.pixels.items()))
+
+
+def _pixel_imbalance(report: SplitReport) -> list[tuple[str, str]]:
+    """A warning when one class covers far more pixels than another (per pixel, not per image)."""
+    if len(report.pixels) < 2:
+        return []
+    (big, most), (small, fewest) = report.pixels.most_common()[0], report.pixels.most_common()[-1]
+    if most < PIXEL_IMBALANCE * fewest:
+        return []
+    return [(f"the classes' pixels are heavily imbalanced: class {report.class_name(big)} covers {most} pixels, "
+             f"class {report.class_name(small)} {fewest} ({most / fewest:.0f}x fewer); expect the small class to be "
+             "learnt poorly, or weigh it up with modeler.class_weights", "warning")]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsl.engine.contracts import Augmenter, Backend, Dataset, ExampleTransform, Inputter, Tensor
-from dsl.errors import DslError
+from dsl.errors import DslError, clean_error
 
 
 def epoch_seed(seed: Any, epoch: Any) -> Any:
@@ -117,5 +117,5 @@ def explain_failure(exc: Any, inputter: Inputter, mode: str, step: int) -> DslEr
     explained = inputter.explain_error(exc)
     if explained is not None:
         return explained
-    message = (exc.message or str(exc)).strip().splitlines()[0]
+    message = clean_error(exc.message or str(exc))  # the line saying what, not "Graph execution error:"
     return DslError(f"TensorFlow failed in the {mode} phase at step {step}: {message}")

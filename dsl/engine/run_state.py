@@ -86,6 +86,15 @@ class RunState:
         self.step, self.epoch, self.data_position = step, epoch, data_position
         self.iterator = None
 
+    def phase_epoch(self, partial: bool) -> dict[str, Any]:
+        """The epoch a phase's record is filed under: the complete epochs, or for a `partial` phase (a
+        stop or a signal cut it short) `"partial": true` and the epoch reached as a fraction (1.4 = 40%
+        into the second), rather than the last complete epoch's number, whose record it would repeat."""
+        if not partial:
+            return {"epoch": self.epoch}
+        share = self.data_position / self.world.steps_per_epoch if self.world.steps_per_epoch else 0.0
+        return {"epoch": round(self.epoch + share, 4), "partial": True}
+
     def apply(self, restored: Restored) -> None:
         """Take up a restored position and its origin."""
         self.step, self.epoch, self.data_position = restored.step, restored.epoch, restored.data_position

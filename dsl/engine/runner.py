@@ -349,7 +349,7 @@ class Runner:
             self._agree_on_stopping()
         values = reduced_results(self.metrics["train"], self.backend)  # over every rank's data
         values["learning_rate"] = self.outputs.get("learning_rate", 0.0)
-        self._finish_phase("train", values, time.perf_counter() - started)
+        self._finish_phase("train", values, time.perf_counter() - started, partial=self.inner_step < num_steps)
         self._call("after_train_epoch")
 
     def _val_phase(self) -> None:
@@ -369,13 +369,14 @@ class Runner:
         self._call("after_val_epoch")
         self.mode = "train"
 
-    def _finish_phase(self, mode: str, values: dict[str, float], seconds: float) -> None:
+    def _finish_phase(self, mode: str, values: dict[str, float], seconds: float, partial: bool = False) -> None:
         self.phase_outputs = dict(values)
         skipped = self.inputter.skipped_examples(mode)  # by inputter.skip_corrupt, when it counts them up front
         if skipped is not None:
             self.phase_outputs["skipped_examples"] = skipped
-        self.history.append({"mode": mode, "epoch": self.epoch, "step": self.step, **self.phase_outputs})
-        self.log_metrics(mode, {**self.phase_outputs, "seconds": round(seconds, 3)})
+        self.history.append(record := {"mode": mode, **self.run_state.phase_epoch(partial), "step": self.step,
+                                       **self.phase_outputs})
+        self.log_metrics(mode, {**record, "seconds": round(seconds, 3)})
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""

@@ -3,5 +3,6 @@
 # What other packages use of the inputters' shared code (validate --data, predict), public here.
 from dsl.inputters._common import MODES, declared_modes
 from dsl.inputters._files import TAIL_BYTES, bytes_problem, header_problem
+from dsl.inputters._text import token_count
 
-__all__ = ["MODES", "TAIL_BYTES", "bytes_problem", "declared_modes", "header_problem"]
+__all__ = ["MODES", "TAIL_BYTES", "bytes_problem", "declared_modes", "header_problem", "token_count"]

@@ -186,14 +186,15 @@ def as_list(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def existing_file(value: str, key: str) -> Path:
-    """`value` as an absolute path to an existing file, or a DslError naming the YAML `key`."""
+def existing_file(value: str, key: str, generator: str = "synthetic") -> Path:
+    """`value` as an absolute path to an existing file, or a DslError naming the YAML `key` and the
+    `dslrun data` generator of the inputter's task (`synthetic-text` for a text CSV)."""
     path = Path(value).expanduser()
     if not path.is_file():
         where = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise DslError(
             f"{key}: {value} {where} (relative paths are relative to {os.getcwd()}); "
-            "fix the path or create the data, e.g. with `dslrun data synthetic --out DIR`"
+            f"fix the path or create the data, e.g. with `dslrun data {generator} --out DIR`"
         )
     return path.resolve()
 

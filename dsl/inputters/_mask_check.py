@@ -32,18 +32,19 @@ def mask_examples(rows: Iterable[Any], params: dict[str, Any]) -> Iterator[Examp
             continue
         csv_path, line, (image, mask) = item
         where = Location(str(csv_path), line, 1)
-        classes, problem = _mask_classes(image, mask, params)
+        pixels, problem = _mask_classes(image, mask, params)
         if problem:
             yield Problem(f"mask {mask}: {problem}", where, severity)
             continue
+        classes = sorted(pixels)
         label = min(classes, key=lambda k: (counted[k], k)) if classes else 0
         counted[label] += 1
-        yield Example(label, f"{Path(csv_path).name} line {line}", where, path=image)
+        yield Example(label, f"{Path(csv_path).name} line {line}", where, path=image, pixels=pixels)
 
 
-def _mask_classes(image: str, mask: str, params: dict[str, Any]) -> tuple[list[int], str | None]:
-    """The classes `mask` shows, or why it is unusable (None when the image itself is at fault:
-    the data check reports that)."""
+def _mask_classes(image: str, mask: str, params: dict[str, Any]) -> tuple[dict[int, int], str | None]:
+    """The pixels of each class `mask` shows, or why it is unusable (None when the image itself is
+    at fault: the data check reports that)."""
     from PIL import Image
 
     try:
@@ -51,9 +52,9 @@ def _mask_classes(image: str, mask: str, params: dict[str, Any]) -> tuple[list[i
             mode, size = opened.mode, opened.size
             colours = opened.getcolors(256) if mode == "L" else None
     except Exception as exc:  # any decoder failure means the file is bad
-        return [], f"cannot be read ({type(exc).__name__}: {exc})"
+        return {}, f"cannot be read ({type(exc).__name__}: {exc})"
     if mode != "L":
-        return [], (f"Pillow mode {mode}, not a single-channel 8-bit PNG of class indices (mode L); "
+        return {}, (f"Pillow mode {mode}, not a single-channel 8-bit PNG of class indices (mode L); "
                     "convert colour-coded or palette masks to class indices first")
     try:
         with Image.open(image) as opened:
@@ -61,11 +62,11 @@ def _mask_classes(image: str, mask: str, params: dict[str, Any]) -> tuple[list[i
     except Exception:  # the image's own check reports it
         image_size = size
     if image_size != size:
-        return [], f"is {size[1]}x{size[0]} pixels but its image {image} is {image_size[1]}x{image_size[0]}; a mask must have its image's size"
+        return {}, f"is {size[1]}x{size[0]} pixels but its image {image} is {image_size[1]}x{image_size[0]}; a mask must have its image's size"
     values = sorted(value for _, value in colours or [])
     classes, ignore = params["num_classes"], params.get("ignore_label")
     bad = [value for value in values if value >= classes and value != ignore]
     if bad:
         allowed = f"classes 0..{classes - 1}" + (f" or ignore_label {ignore}" if ignore is not None else "")
-        return [], f"has the value {bad[0]}, which is none of {allowed}; fix the mask or set inputter.num_classes"
-    return [cast(int, value) for value in values if value < classes], None
+        return {}, f"has the value {bad[0]}, which is none of {allowed}; fix the mask or set inputter.num_classes"
+    return {cast(int, value): count for count, value in colours or [] if value < classes}, None

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from dsl.errors import DslError
+from dsl.errors import DslError, clean_error
 from dsl.inputters._common import MODES, Listing
 from dsl.inputters._files import SIGNATURES, header_problem
 from dsl.scaling import steps_per_epoch
@@ -369,7 +369,9 @@ def explain_data_error(exc: tf.errors.OpError) -> DslError | None:
     if ASSERT_MARKER in message:
         return DslError(_assert_text(message))
     found = _PATH_ERROR.search(message)
-    if isinstance(exc, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)) and found:
+    # A directory where an image is expected: FailedPrecondition ("...; Is a directory").
+    if isinstance(exc, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
+                        tf.errors.FailedPreconditionError)) and found:
         path = found.group("path").strip()
         return DslError(f"cannot read image {path}{_origin(path)}: {found.group('reason')}; fix the listing or the file")
     if isinstance(exc, tf.errors.InvalidArgumentError) and any(hint in raw for hint in _DECODE_HINTS):
@@ -377,22 +379,6 @@ def explain_data_error(exc: tf.errors.OpError) -> DslError | None:
     if isinstance(exc, tf.errors.DataLossError):
         return DslError(f"a data file is corrupted or truncated: {message}; re-create or re-download it")
     return None
-
-
-def clean_error(message: str) -> str:
-    """The line of a TensorFlow error that says what went wrong.
-
-    Eager errors read `{{function_node ...}} <what> [[{{node ...}}]] [Op:...]`; errors from
-    inside a tf.function add `Graph execution error:` and a stack before `<what>`, and errors
-    from a map function (TF >= 2.16) `Error in user-defined function passed to ...: `.
-    """
-    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message).split("\n\t [[")[0].split(" [Op:")[0]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return _MAP_PREFIX.sub("", lines[-1]) if lines else message.strip()
-
-
-# TensorFlow >= 2.16 puts this before an error raised inside a Dataset.map function.
-_MAP_PREFIX = re.compile(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: ")
 
 
 def _assert_text(message: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,3 +158,21 @@ def text_digest(text: str) -> bytes:
 
     return hashlib.sha1(text.encode("utf-8")).digest()
 
+
+# TextVectorization's default punctuation (tf.keras.layers.TextVectorization, DEFAULT_STRIP_REGEX).
+_PUNCTUATION = re.compile(r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']')
+
+
+def words(text: str, standardize: str) -> list[str]:
+    """The words of `text` as the vectorizer splits them (standardized, then split at whitespace),
+    in pure Python, for `dslrun validate --data` (lengths, vocabulary, out-of-vocabulary share)."""
+    if standardize in ("lower_and_strip_punctuation", "lower"):
+        text = text.lower()
+    if standardize in ("lower_and_strip_punctuation", "strip_punctuation"):
+        text = _PUNCTUATION.sub("", text)
+    return text.split()
+
+
+def token_count(word_count: int, ngrams: int) -> int:
+    """Tokens the vectorizer makes of `word_count` words: every n-gram up to `ngrams` (unigrams first)."""
+    return sum(max(0, word_count - n + 1) for n in range(1, ngrams + 1))

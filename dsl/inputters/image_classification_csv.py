@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "header": {
         "description": (
             "Whether the CSVs start with a header row: auto (skip the first row when its label "
-            "is not an integer), true or false."
+            "is not an integer and its path names no image file), true or false."
         ),
         "enum": ["auto", True, False],
         "default": "auto",
@@ -129,9 +130,20 @@ def _data_rows(csv_path: Path, header: str | bool) -> Iterator[tuple[int, list[s
                 continue
             if first:
                 first = False
-                if header is True or (header == "auto" and not _is_integer(row[1] if len(row) > 1 else "")):
+                if header is True or (header == "auto" and _looks_like_header(row)):
                     continue
             yield reader.line_num, row
+
+
+# What a data row's first cell names: an image file (a header's says `path`, `filename`, ...).
+_IMAGE_NAME = re.compile(r"\.(png|jpe?g|gif|bmp|webp)$", re.IGNORECASE)
+
+
+def _looks_like_header(row: list[str]) -> bool:
+    """`header: auto`: a first row whose label is no integer is a header, unless it names an image —
+    then it is a data row with a bad label (`img/0.png,cat`), reported at its line, not dropped."""
+    label = row[1] if len(row) > 1 else ""
+    return not _is_integer(label) and not _IMAGE_NAME.search(row[0].strip())
 
 
 def _unreadable(csv_path: Path, exc: Exception) -> str:

@@ -31,6 +31,7 @@ from dsl.inputters._common import (
     with_defaults,
 )
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 
@@ -73,6 +74,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "image_folder",
+    rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
     outputs=skipped_outputs,

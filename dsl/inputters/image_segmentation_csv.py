@@ -35,6 +35,7 @@ from dsl.inputters._common import (
     with_defaults,
 )
 from dsl.registry import register
+from dsl.rules import checked, one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a CSV file of `image_path,mask_path` rows", {"type": "string", "minLength": 1}),
@@ -85,9 +86,20 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     return Split(mask_examples(rows, params), source=", ".join(values), class_names=params.get("class_names"))
 
 
+def _check_ignore_label(p: dict[str, Any]) -> None:
+    """ignore_label is no class (a component rule: `dslrun validate` runs it too)."""
+    classes, ignore = p["num_classes"], p.get("ignore_label")
+    if ignore is not None and ignore < classes:
+        raise DslError(
+            f"inputter.ignore_label: {ignore} is also a class (0..{classes - 1}), so its pixels would count "
+            "and not count; use a value of num_classes or more (255 is usual), or null"
+        )
+
+
 @register(
     "inputter",
     "image_segmentation_csv",
+    rules=[one_per_class("class_names", "class names", "inputter"), checked(_check_ignore_label, ("inputter", "num_classes"))],
     params=PARAMS,
     required=("num_classes",),
     outputs=skipped_outputs,
@@ -132,20 +144,12 @@ def read_csvs(values: list[str], key: str, header: str | bool = "auto",
 
 
 def _existing_csv(value: str, key: str) -> Path:
-    try:
-        return existing_file(value, key)
-    except DslError as exc:
-        message = str(exc).replace("dslrun data synthetic --out", "dslrun data synthetic-segmentation --out")
-        raise DslError(message) from None
+    return existing_file(value, key, "synthetic-segmentation")
 
 
 def _check_settings(p: dict[str, Any]) -> None:
-    classes, ignore, names = p["num_classes"], p["ignore_label"], p["class_names"]
-    if ignore is not None and ignore < classes:
-        raise DslError(
-            f"inputter.ignore_label: {ignore} is also a class (0..{classes - 1}), so its pixels would count "
-            "and not count; use a value of num_classes or more (255 is usual), or null"
-        )
+    classes, names = p["num_classes"], p["class_names"]
+    _check_ignore_label(p)
     if names is not None and len(names) != classes:
         raise DslError(f"inputter.class_names: {len(names)} names for num_classes {classes}; give one name per class")
 

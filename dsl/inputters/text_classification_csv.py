@@ -34,6 +34,7 @@ from dsl.inputters._text import (
     utf8_problem,
 )
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a UTF-8 CSV file with a header row", {"type": "string", "minLength": 1}),
@@ -71,21 +72,22 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     class counts and the val texts copied from train) and every bad row, located."""
     from dsl.data_check.examples import Example, Problem, Split
     from dsl.diagnostics import Location
-    from dsl.inputters._text import text_digest
+    from dsl.inputters._text import text_digest, words
 
     p = with_defaults(params, PARAMS)
     values = as_list(p[mode])
     items: list[Any] = []
     for value in values:
         try:
-            path = existing_file(value, f"inputter.{mode}")
+            path = existing_file(value, f"inputter.{mode}", "synthetic-text")
         except DslError as exc:
             items.append(Problem(str(exc)))
             continue
         for line, text, label, problem in csv_rows(path, p):
             where = Location(str(path), line, 1)
             if problem is None:
-                items.append(Example(label, f"{path.name} line {line}", where, digest=text_digest(text)))
+                items.append(Example(label, f"{path.name} line {line}", where, digest=text_digest(text),
+                                     words=words(text, p["standardize"])))
             else:
                 items.append(Problem(problem, where))
     return Split(items, source=", ".join(values), class_names=p["classes"])
@@ -94,6 +96,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "text_classification_csv",
+    rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
     examples=examples,
@@ -119,7 +122,7 @@ def read_csvs(values: list[str], key: str, params: dict[str, Any]) -> TextSplit:
     the first bad row is an error naming its file and line."""
     split = TextSplit(key)
     for value in values:
-        path = existing_file(value, key)
+        path = existing_file(value, key, "synthetic-text")
         before = len(split)
         for line, text, label, problem in csv_rows(path, params):
             if problem is not None:

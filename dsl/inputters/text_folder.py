@@ -28,6 +28,7 @@ from dsl.inputters._text import (
     decoded,
 )
 from dsl.registry import register
+from dsl.rules import one_per_class
 
 TEXT_EXTENSION = ".txt"
 
@@ -55,7 +56,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     digest each), each unreadable one a problem naming its file."""
     from dsl.data_check.examples import Example, Problem, Split
     from dsl.diagnostics import Location
-    from dsl.inputters._text import text_digest
+    from dsl.inputters._text import text_digest, words
 
     p = with_defaults(params, PARAMS)
     source = ", ".join(as_list(p[mode]))
@@ -73,13 +74,15 @@ def examples(params: dict[str, Any], mode: str) -> Any:
             items.append(Problem(str(exc) if isinstance(exc, DslError) else f"cannot read {path}: {exc}",
                                  Location(str(path))))
             continue
-        items.append(Example(label, str(path), Location(str(path)), digest=text_digest(text)))
+        items.append(Example(label, str(path), Location(str(path)), digest=text_digest(text),
+                                     words=words(text, p["standardize"])))
     return Split(items, source=source, class_names=classes)
 
 
 @register(
     "inputter",
     "text_folder",
+    rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
     examples=examples,

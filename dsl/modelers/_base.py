@@ -122,6 +122,11 @@ class BaseModeler:
             return int(runner["max_epochs"]) * int(steps_per_epoch)
         return None
 
+def check_patterns(params: dict[str, Any]) -> None:
+    """Every skip_l2_loss_vars pattern compiles (a component rule: `dslrun validate` runs it)."""
+    _compile_patterns(params.get("skip_l2_loss_vars") or [])
+
+
 def _compile_patterns(patterns: list[str]) -> list[re.Pattern[str]]:
     compiled = []
     for index, pattern in enumerate(patterns):

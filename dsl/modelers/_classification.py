@@ -45,7 +45,11 @@ def outputs(params: dict[str, Any]) -> dict[str, list[str]]:
     optimizer's `learning_rate`, both the modeler's to define), for `dslrun validate`."""
     terms = ["cross_entropy", "l2_loss"] if params.get("weight_decay") else []  # BaseModeler.loss_terms
     metrics = ["loss", *terms, *metric_names(params.get("top_k") or [])]
-    return {"train": [*metrics, "learning_rate"], "val": metrics}
+    return {"train": [*metrics, "learning_rate"], "val": [*metrics, MACRO_F1]}
+
+
+# The val phase's mean F1 over the classes; its confusion matrix gives the per-class report.
+MACRO_F1 = "macro_f1"
 
 
 class ClassificationModeler(BaseModeler):
@@ -81,24 +85,44 @@ class ClassificationModeler(BaseModeler):
         return {"loss": cross_entropy + l2_loss, "cross_entropy": cross_entropy, "l2_loss": l2_loss}
 
     def metrics(self, mode: str) -> dict[str, Any]:
-        """Fresh metrics, updated with `update_state(labels, logits)`: accuracy and each top-k."""
+        """Fresh metrics, updated with `update_state(labels, logits)`: accuracy and each top-k; outside
+        training also `macro_f1`, whose confusion matrix `report` reads."""
         import tensorflow as tf
 
         accuracy, *top_names = metric_names(self.params["top_k"])
         metrics = {accuracy: tf.keras.metrics.SparseCategoricalAccuracy(name=accuracy)}
         for k, name in zip(self.params["top_k"], top_names):
             metrics[name] = tf.keras.metrics.SparseTopKCategoricalAccuracy(k=k, name=name)
+        if mode != "train":
+            from dsl.modelers._class_report import ConfusionF1
+
+            metrics[MACRO_F1] = ConfusionF1(int(self.context.num_classes), name=MACRO_F1)
         return metrics
 
+    def report(self, metrics: dict[str, Any]) -> dict[str, Any] | None:
+        """Per-class precision, recall, F1, support and the confusion matrix of the pass `metrics`
+        (this modeler's, after an evaluation) counted; names from the data's classes."""
+        from dsl.modelers._class_report import class_report
+
+        metric = metrics.get(MACRO_F1)
+        if metric is None:
+            return None
+        return class_report(metric.total_cm.numpy(), getattr(self.context, "class_names", None))
+
     def predictions(self, logits: Any) -> dict[str, Any]:
-        """{'classes': int32 (B,), 'probabilities': float32 (B, num_classes)}."""
+        """{'classes': int32 (B,), 'probabilities': float32 (B, num_classes)}, and 'class_names':
+        string (B,) when the data names its classes (an exported model then answers in names too)."""
         import tensorflow as tf
 
         logits = tf.cast(logits, tf.float32)
-        return {
+        found = {
             "classes": tf.argmax(logits, axis=-1, output_type=tf.int32),
             "probabilities": tf.nn.softmax(logits, axis=-1),
         }
+        names = getattr(self.context, "class_names", None)
+        if names and len(names) == logits.shape[-1]:
+            found["class_names"] = tf.gather(tf.constant([str(name) for name in names]), found["classes"])
+        return found
 
     def record(self, source: dict[str, Any], predictions: dict[str, Any], features: Any,
                options: dict[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,11 @@ def palette(num_classes: int) -> np.ndarray:
 
 
 def mask_record(source: dict[str, Any], mask: np.ndarray, features: np.ndarray, num_classes: int, out: str,
-                overlay: bool, class_names: list[str] | None = None, taken: set[str] | None = None) -> dict[str, Any]:
+                overlay: bool, class_names: list[str] | None = None, taken: set[str] | None = None,
+                color: bool = False) -> dict[str, Any]:
     """Write `mask` (H, W) for the input `source['image']` under `out`; its record (paths, size, class shares).
+    With `color`, also `<stem>_color.png`: a palette PNG whose pixels are the class indices and whose
+    palette is the overlay's colours, so any image viewer shows the classes apart.
 
     Files are named after the input's stem; `taken` holds the stems this predict run used
     already, so two inputs of one name (a/0.png, b/0.png) get 0.png and 0-2.png, not one file.
@@ -54,10 +57,23 @@ def mask_record(source: dict[str, Any], mask: np.ndarray, features: np.ndarray, 
         overlay_path = folder / f"{stem}_overlay.png"
         Image.fromarray(blended.round().astype(np.uint8), mode="RGB").save(overlay_path, format="PNG")
         record["overlay"] = str(overlay_path)
+    if color:
+        color_path = folder / f"{stem}_color.png"
+        _as_palette(written).save(color_path, format="PNG")
+        record["color"] = str(color_path)
     counts = np.bincount(np.asarray(written).ravel(), minlength=num_classes)
     names = class_names if class_names and len(class_names) == num_classes else [str(k) for k in range(num_classes)]
     record["classes"] = {name: round(float(count) / counts.sum(), 6) for name, count in zip(names, counts)}
     return record
+
+
+def _as_palette(mask: Any) -> Any:
+    """An 8-bit class-index image as a palette image of the same indices, VOC colours."""
+    from PIL import Image
+
+    image = Image.fromarray(np.asarray(mask, np.uint8), mode="P")
+    image.putpalette(palette(256).ravel().tolist())
+    return image
 
 
 def _unused(stem: str, taken: set[str]) -> str:

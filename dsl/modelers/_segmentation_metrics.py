@@ -39,8 +39,10 @@ class ConfusionView(tf.keras.metrics.Metric):
         return
 
 
-def segmentation_metrics(num_classes: int, ignore_label: int | None) -> dict[str, tf.keras.metrics.Metric]:
-    """{'mean_iou', 'pixel_accuracy', 'iou_0' .. 'iou_<K-1>'}, updated with (masks, logits)."""
+def segmentation_metrics(num_classes: int, ignore_label: int | None,
+                         per_class: list[str] | None = None) -> dict[str, tf.keras.metrics.Metric]:
+    """{'mean_iou', 'pixel_accuracy', then each class's IoU named by `per_class` (default 'iou_0' ..
+    'iou_<K-1>')}, updated with (masks, logits)."""
     mean_iou = tf.keras.metrics.MeanIoU(num_classes, name="mean_iou", ignore_class=ignore_label, sparse_y_pred=False)
 
     def matrix() -> tf.Tensor:
@@ -50,8 +52,8 @@ def segmentation_metrics(num_classes: int, ignore_label: int | None) -> dict[str
         "mean_iou": mean_iou,
         "pixel_accuracy": ConfusionView(matrix, pixel_accuracy, "pixel_accuracy"),
     }
-    for k in range(num_classes):
-        metrics[f"iou_{k}"] = ConfusionView(matrix, _class_iou_of(k), f"iou_{k}")
+    for k, name in enumerate(per_class or [f"iou_{k}" for k in range(num_classes)]):
+        metrics[name] = ConfusionView(matrix, _class_iou_of(k), name)
     return metrics
 
 

@@ -16,8 +16,10 @@ from typing import Any
 
 from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
+from dsl.modelers._base import check_patterns
 from dsl.modelers._classification import PARAMS, ClassificationModeler, metric_names, outputs
 from dsl.registry import register
+from dsl.rules import checked
 
 __all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "outputs"]
 
@@ -25,6 +27,7 @@ __all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "out
 @register(
     "modeler",
     "image_classification",
+    rules=[checked(check_patterns)],
     params=PARAMS,
     description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
     outputs=outputs,

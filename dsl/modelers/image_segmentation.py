@@ -14,13 +14,15 @@ matrix; pixel accuracy is exact when the ranks count as many pixels.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
 from dsl.errors import DslError
-from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
+from dsl.modelers._base import TRAINING_PARAMS, BaseModeler, check_patterns
 from dsl.registry import register
+from dsl.rules import checked, one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     "class_weights": {
@@ -46,20 +48,33 @@ METRICS = ["mean_iou", "pixel_accuracy"]
 
 def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """What each phase reports, for `dslrun validate`: loss, mean_iou, pixel_accuracy and the
-    per-class `iou_<k>` of every class (the inputter's num_classes, or class_weights' length)."""
-    classes = ((pipeline or {}).get("inputter") or {}).get("num_classes")
+    per-class IoU of every class (the inputter's num_classes, or class_weights' length), named
+    `iou_<name>` by the inputter's class_names, else `iou_<k>`."""
+    inputter = (pipeline or {}).get("inputter") or {}
+    classes = inputter.get("num_classes")
     if not isinstance(classes, int):
         classes = len(params.get("class_weights") or [])
-    per_class = [f"iou_{k}" for k in range(classes)]
+    per_class = iou_names(classes, inputter.get("class_names"))
     terms = ["cross_entropy", "l2_loss"] if params.get("weight_decay") else []  # BaseModeler.loss_terms
     metrics = ["loss", *terms, *METRICS, *per_class]
     return {"train": [*metrics, "learning_rate"], "val": metrics}
+
+
+def iou_names(num_classes: int, class_names: Any) -> list[str]:
+    """`iou_<name>` per class when the classes have usable names (letters, digits and `_`; other
+    characters become `_`; distinct), else `iou_<k>`."""
+    if isinstance(class_names, list) and len(class_names) == num_classes:
+        names = [re.sub(r"[^0-9A-Za-z_]+", "_", str(name)).strip("_") for name in class_names]
+        if all(names) and len(set(names)) == len(names):
+            return [f"iou_{name}" for name in names]
+    return [f"iou_{k}" for k in range(num_classes)]
 
 
 @register(
     "modeler",
     "image_segmentation",
     params=PARAMS,
+    rules=[checked(check_patterns), one_per_class("class_weights", "class weights", "modeler")],
     description="Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU.",
     outputs=outputs,
     batch=("image", "mask"),
@@ -111,7 +126,8 @@ class ImageSegmentationModeler(BaseModeler):
         """Fresh metrics, updated with `update_state(masks, logits)`: mean_iou, pixel_accuracy, iou_<k>."""
         from dsl.modelers._segmentation_metrics import segmentation_metrics
 
-        return segmentation_metrics(self.num_classes, self.ignore_label)
+        return segmentation_metrics(self.num_classes, self.ignore_label,
+                                    iou_names(self.num_classes, getattr(self.context, "class_names", None)))
 
     def predictions(self, logits: Any) -> dict[str, Any]:
         """{'mask': int32 (B, H, W)} (+ 'probabilities': float32 (B, H, W, num_classes) when asked)."""
@@ -131,4 +147,4 @@ class ImageSegmentationModeler(BaseModeler):
 
         return mask_record(source, predictions["mask"][0], features, self.num_classes, options["out"],
                            bool(options.get("overlay")), getattr(self.context, "class_names", None),
-                           options.setdefault("taken", set()))
+                           options.setdefault("taken", set()), color=bool(options.get("color")))

@@ -13,13 +13,16 @@ from typing import Any
 
 from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
+from dsl.modelers._base import check_patterns
 from dsl.modelers._classification import PARAMS, ClassificationModeler, outputs
 from dsl.registry import register
+from dsl.rules import checked
 
 
 @register(
     "modeler",
     "text_classification",
+    rules=[checked(check_patterns)],
     params=PARAMS,
     description="Text classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
     outputs=outputs,

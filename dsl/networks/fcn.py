@@ -28,9 +28,10 @@ from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._groups import declare_head
 from dsl.networks._segmentation import require_image_shape, segmentation_input
-from dsl.networks.keras_application import APPLICATIONS, load_weights, weights_path
+from dsl.networks.keras_application import APPLICATIONS, load_weights, too_small, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
 from dsl.registry import register
+from dsl.rules import Declared, Problem, dotted
 
 PARAMS: dict[str, dict[str, Any]] = {
     "backbone": {
@@ -57,9 +58,38 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def sizes_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
+    """The backbone's minimum size, features at the output stride, and no other training crop:
+    the FCN is built for the inputter's image shape."""
+    backbone = section.get("backbone", PARAMS["backbone"]["default"])
+    found = too_small(backbone, "backbone", declared) if isinstance(backbone, str) else []
+    if not declared.sizes:
+        return found
+    (image_at, (height, width)), *crops = declared.sizes
+    stride = section.get("output_stride", PARAMS["output_stride"]["default"])
+    if not found and stride < 32 and (height < 32 or width < 32):
+        found.append(Problem(
+            ("output_stride",),
+            f"FCN-{stride}s takes the backbone's features at stride {stride}, which {height}x{width} images "
+            f"({dotted(image_at)}, {{other}}) do not have; use images of at least 32x32 or output_stride 32",
+            image_at,
+        ))
+    for crop_at, size in crops:
+        if size != (height, width):
+            found.append(Problem(
+                ("type",),
+                f"fcn is built for the inputter's image shape {height}x{width}, not the {size[0]}x{size[1]} "
+                f"crops of {dotted(crop_at)} ({{other}}); set {dotted(crop_at)}: null (or equal to the image "
+                "shape), or use network type unet, which takes crops",
+                crop_at,
+            ))
+    return found
+
+
 @register(
     "network",
     "fcn",
+    rules=[sizes_rule],
     params=PARAMS,
     description="FCN-8s/16s/32s on a tf.keras.applications backbone: skip scores, bilinear upsampling, per-pixel logits.",
     batch=("image", "mask"),

@@ -23,6 +23,7 @@ from dsl.engine.contracts import Model
 from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.registry import register
+from dsl.rules import Declared, Problem, dotted
 
 # The model constructors of tf.keras.applications in TensorFlow 2.15 (a test keeps this in sync).
 APPLICATIONS = (
@@ -44,6 +45,37 @@ APPLICATIONS = (
     "VGG16", "VGG19",
     "Xception",
 )  # fmt: skip
+
+# The smallest height and width each model accepts (tf.keras.applications' `min_size`; 32 for the others).
+MIN_SIZES = {"InceptionV3": 75, "InceptionResNetV2": 75, "Xception": 71}
+DEFAULT_MIN_SIZE = 32
+
+
+def min_size(name: str) -> int:
+    """The smallest image side the application `name` can be built for."""
+    return MIN_SIZES.get(name, DEFAULT_MIN_SIZE)
+
+
+def too_small(name: str, key: str, declared: Declared) -> list[Problem]:
+    """A problem at `key` for every image size below the application's minimum."""
+    smallest = min_size(name)
+    found = []
+    for path, (height, width) in declared.sizes:
+        if height < smallest or width < smallest:
+            found.append(Problem(
+                (key,),
+                f"{name} needs images of at least {smallest}x{smallest}, but {dotted(path)} ({{other}}) is "
+                f"{height}x{width}; use larger images or another model",
+                path,
+            ))
+    return found
+
+
+def size_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
+    """The model's own minimum input size (its pooling would reduce a side to nothing below it)."""
+    name = section.get("name")
+    return too_small(name, "name", declared) if isinstance(name, str) else []
+
 
 PARAMS: dict[str, dict[str, Any]] = {
     "name": {
@@ -74,6 +106,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "keras_application",
     params=PARAMS,
     required=("name",),
+    rules=[size_rule],
     description="A tf.keras.applications model (MobileNetV2, ResNet50, ...) built for the pipeline's images.",
     batch=("image", "class"),
 )

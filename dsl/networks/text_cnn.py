@@ -18,6 +18,7 @@ from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
 from dsl.networks._text import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
 from dsl.registry import register
+from dsl.rules import Declared, Problem, dotted
 
 PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,
@@ -40,9 +41,25 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def width_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
+    """No filter wider than a text: its convolution would have no position to look at."""
+    length = declared.sequence_length
+    sizes = section.get("filter_sizes") or PARAMS["filter_sizes"]["default"]
+    if length is None:
+        return []
+    at = declared.where["sequence_length"]
+    return [Problem(
+        ("filter_sizes", index),
+        f"a filter of {size} tokens is wider than the {length} tokens of a text ({dotted(at)}, {{other}}); "
+        f"use sizes up to {length}, or a longer {dotted(at)}",
+        at,
+    ) for index, size in enumerate(sizes) if size > length]
+
+
 @register(
     "network",
     "text_cnn",
+    rules=[width_rule],
     params=PARAMS,
     description="Kim (2014) text CNN: embedding, convolutions of several widths, max over time, logits.",
     batch=("tokens", "class"),

@@ -26,6 +26,7 @@ from dsl.errors import DslError
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._segmentation import input_sizes, logits_layer, segmentation_input
 from dsl.registry import register
+from dsl.rules import Declared, Problem, dotted
 
 PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,
@@ -57,9 +58,29 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def sizes_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
+    """Every image size the network sees (the inputter's, the augmenter's crop) halves `depth`
+    times without a remainder: the decoder's upsampled features must meet the encoder's."""
+    depth = section.get("depth", PARAMS["depth"]["default"])
+    factor = 2**depth
+    found = []
+    for path, (height, width) in declared.sizes:
+        if height % factor or width % factor:
+            fit = (max(factor, height // factor * factor), max(factor, width // factor * factor))
+            found.append(Problem(
+                ("depth",),
+                f"unet halves the image {depth} times, so its height and width must be divisible by "
+                f"2**{depth} = {factor}, but {dotted(path)} ({{other}}) is {height}x{width}; use e.g. "
+                f"{fit[0]}x{fit[1]} or a lower network.depth",
+                path,
+            ))
+    return found
+
+
 @register(
     "network",
     "unet",
+    rules=[sizes_rule],
     params=PARAMS,
     description="U-Net: conv/pool encoder, transposed-conv decoder with skip connections, per-pixel logits.",
     batch=("image", "mask"),

@@ -1,0 +1,153 @@
+"""`dslrun validate --build`: build the network on the declared shapes and trace one train and one
+val step on zero-filled batches — what no rule list covers (a shape or dtype mismatch between
+the network, the augmenter and the modeler), found in seconds instead of after the data is read.
+
+Nothing is read and nothing is written: the data's facts are those the YAML declares
+(`dsl.rules.declare`: image shape, classes, sequence length, max_tokens as the vocabulary), the
+batch is zeros of the shapes the inputter's `batch` words give, and no run directory is made.
+Each stage runs on its own, so an error is laid at the section that caused it: the augmenter
+on one example, the network on the augmented batch, the modeler's loss on its outputs, then a
+whole train step (optimizer included) and a val step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from dsl.context import BuildContext
+from dsl.diagnostics import Diagnostic, SourceMap
+from dsl.diagnostics import Path as JsonPath
+from dsl.engine.compiler import build_section
+from dsl.engine.steps import make_train_call, make_val_call
+from dsl.errors import DslError, RegistryError
+from dsl.registry import lookup
+from dsl.rules import Declared, declare, example_spec
+
+# A batch size small enough to be quick, large enough that batch statistics are defined.
+BATCH = 2
+_SETTING = re.compile(r"^(?P<path>[a-z_]+(?:\.[A-Za-z_0-9]+)*): (?P<message>.+)$", re.DOTALL)
+
+
+class _Failed(Exception):
+    """A stage failed; `diagnostic` says where and why."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Build and trace `pipeline` on zeros; every problem as a located diagnostic (at most one)."""
+    inputter = lookup("inputter", pipeline["inputter"]["type"])
+    declared = declare(pipeline, inputter.facts)
+    if inputter.batch is None:
+        return [Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
+                              f"inputter {inputter.type!r} does not declare its batch, so --build cannot make one; "
+                              "validate without --build", "warning")]
+    tf.get_logger().setLevel("ERROR")  # retracing notes: each pipeline is traced once, on purpose
+    tf.keras.backend.clear_session()
+    tf.keras.mixed_precision.set_global_policy(pipeline["runner"].get("precision", "float32"))
+    tf.keras.utils.set_random_seed(int(pipeline.get("seed") or 0))
+    try:
+        _trace(pipeline, sources, declared, inputter.batch)
+    except _Failed as failed:
+        return [failed.diagnostic]
+    finally:
+        tf.keras.mixed_precision.set_global_policy("float32")
+    return []
+
+
+def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> None:
+    context = BuildContext(pipeline=pipeline, model_dir=Path("/nonexistent/validate-build"), seed=0)
+    context.learn(declared.facts())
+    features, targets = _zero_example(batch, declared, sources)
+    augmenter = _stage("augmenter", sources, lambda: build_section(
+        "augmenter", pipeline.get("augmenter") or {"type": "none"}, context))
+    seed = tf.constant([1, 2], tf.int64)
+    train_batch = _stage("augmenter", sources, lambda: _batched(
+        (features, targets), lambda f, t: augmenter.train(f, t, seed=seed)))
+    val_batch = _stage("augmenter", sources, lambda: _batched((features, targets), lambda f, t: (augmenter.eval(f), t)))
+    model = _stage("network", sources, lambda: build_section("network", pipeline["network"], context))
+    outputs = _stage("network", sources, lambda: model(train_batch[0], training=True))
+    modeler = _stage("modeler", sources, lambda: build_section("modeler", pipeline["modeler"], context))
+    try:
+        modeler.loss(train_batch[1], outputs, model)
+    except (ValueError, TypeError, tf.errors.OpError) as exc:
+        shape = tuple(outputs.shape) if hasattr(outputs, "shape") else type(outputs).__name__
+        path = ("network", "type")
+        raise _Failed(Diagnostic.at(sources.locate(path), path, (
+            f"the network's outputs, of shape {shape} for a batch of {BATCH}, do not fit modeler "
+            f"{pipeline['modeler']['type']!r} ({_where(sources, ('modeler', 'type'))}): {_one_line(exc)}"))) from None
+    optimizer = _stage("modeler", sources, lambda: modeler.optimizer(100))
+    traces: Counter[str] = Counter()
+    train = make_train_call(model, modeler, optimizer, _metrics(modeler, "train"), lambda tape: tape, False, traces)
+    _stage("modeler", sources, lambda: train(_repeat(train_batch), tf.constant(1)))
+    val = make_val_call(model, modeler, _metrics(modeler, "val"), traces)
+    _stage("modeler", sources, lambda: val(_repeat(val_batch), tf.constant(1)))
+
+
+def _metrics(modeler: Any, mode: str) -> dict[str, Any]:
+    """The phase's metrics as the runner makes them: the loss's mean, then the modeler's."""
+    return {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"), **modeler.metrics(mode)}
+
+
+def _zero_example(batch: tuple[str, str], declared: Declared, sources: SourceMap) -> tuple[tf.Tensor, tf.Tensor]:
+    """One example of zeros, shaped as the inputter's batch words and the declared facts say."""
+    spec = example_spec(batch, declared)
+    if spec is None:
+        raise _Failed(Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
+                                    f"--build cannot make a batch of {' and '.join(batch)}; validate without --build",
+                                    "warning"))
+    features, targets = (tf.zeros(shape, dtype) for shape, dtype in spec)
+    return features, targets
+
+
+def _batched(example: tuple[Any, Any], transform: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+    """A batch of `example` transformed as the inputter's `map` would (in a graph)."""
+    dataset = tf.data.Dataset.from_tensors(example).repeat(BATCH).map(transform).batch(BATCH)
+    return next(iter(dataset))  # type: ignore[no-any-return]
+
+
+def _repeat(batch: tuple[Any, Any]) -> Any:
+    return iter(tf.data.Dataset.from_tensors(batch).repeat())
+
+
+def _stage(section: str, sources: SourceMap, run: Callable[[], Any]) -> Any:
+    """`run()`; its error (the user's DslError or TensorFlow's) as one line at `section`."""
+    try:
+        return run()
+    except (DslError, RegistryError) as exc:
+        raise _Failed(_located(section, str(exc), sources, own=True)) from None
+    except (ValueError, TypeError, tf.errors.OpError) as exc:
+        raise _Failed(_located(section, _one_line(exc), sources, own=False)) from None
+
+
+def _located(section: str, message: str, sources: SourceMap, own: bool) -> Diagnostic:
+    """At the setting a component's message names (`network.depth: ...`), else at the section's type."""
+    found = _SETTING.match(message) if own else None
+    if found:
+        path: JsonPath = tuple(int(p) if p.isdigit() else p for p in found.group("path").split("."))
+        return Diagnostic.at(sources.locate(path), path, found.group("message"))
+    path = (section, "type")
+    kind = {"augmenter": "augmenter", "network": "network", "modeler": "modeler"}[section]
+    return Diagnostic.at(sources.locate(path), path,
+                         f"{kind} does not build or trace on the declared shapes (--build, zero-filled batch): {message}")
+
+
+def _where(sources: SourceMap, path: JsonPath) -> str:
+    where = sources.locate(path)
+    return f"{where.file}:{where.line}"
+
+
+def _one_line(exc: BaseException) -> str:
+    from dsl.errors import clean_error
+
+    text = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
+    line = clean_error(text or type(exc).__name__)
+    return line if len(line) <= 400 else line[:397] + "..."

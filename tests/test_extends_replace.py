@@ -1,0 +1,67 @@
+"""`extends` replaces a section whose `type:` changed or that is tagged `!replace`; an inherited
+foreign key says where it came from and how to replace it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from dsl.cli import main
+
+PARENT = """\
+version: 1
+name: parent
+inputter: {type: synthetic, num_examples: {train: 32, val: 16}, image_shape: [8, 8, 3], num_classes: 3, batch_size: 8}
+network:
+  type: simple_cnn
+  filters: [8]
+modeler:
+  type: image_classification
+  optimizer: {type: momentum, learning_rate: 0.05, momentum: 0.8}
+runner: {max_epochs: 1}
+"""
+
+
+def files(tmp_path: Path, child: str) -> Path:
+    (tmp_path / "parent.yaml").write_text(PARENT, encoding="utf-8")
+    path = tmp_path / "child.yaml"
+    path.write_text("version: 1\nname: child\nextends: parent.yaml\n" + child, encoding="utf-8")
+    return path
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_a_changed_type_replaces_the_section(tmp_path: Path) -> None:
+    child = files(tmp_path, "network: {type: mlp, hidden_units: [4]}\n")
+    assert cli("validate", str(child))[0] == 0
+    code, shown = cli("show", str(child))
+    assert code == 0
+    assert yaml.safe_load(shown)["network"] == {"type": "mlp", "num_classes": None, "hidden_units": [4],
+                                                "activation": "relu", "dropout": 0.0}
+
+
+def test_the_same_type_still_merges(tmp_path: Path) -> None:
+    child = files(tmp_path, "network: {type: simple_cnn, kernel_size: 5}\n")
+    network = yaml.safe_load(cli("show", str(child))[1])["network"]
+    assert network["filters"] == [8] and network["kernel_size"] == 5
+
+
+def test_replace_tag_keeps_no_base_key(tmp_path: Path) -> None:
+    child = files(tmp_path, "modeler:\n  type: image_classification\n  optimizer: !replace {type: momentum}\n")
+    assert cli("validate", str(child))[0] == 0
+    optimizer = yaml.safe_load(cli("show", str(child))[1])["modeler"]["optimizer"]
+    assert optimizer["learning_rate"] == 0.1 and optimizer["momentum"] == 0.9  # the defaults, not 0.05 / 0.8
+
+
+def test_a_type_changed_by_set_names_the_inherited_key(tmp_path: Path) -> None:
+    child = files(tmp_path, "")
+    code, output = cli("validate", str(child), "--set", "network.type=mlp")
+    assert code == 1
+    line = next(line for line in output.splitlines() if "error:" in line)
+    assert "parent.yaml:6:" in line and "unknown parameter 'filters' of network type 'mlp'" in line
+    assert "inherited from" in line and "--set 'network={type: ...}'" in line
