@@ -457,7 +457,7 @@ def _judge_connections(request: Request, reports: dict[str, HostReport], answers
         return
     interface = reports[hosts[0]].cells["interface"].split(",")[0]
     addresses = {host: _ipv4_first(usable_interfaces(answers[host]["interfaces"])[interface]) for host in hosts}
-    listeners = for_each_host(lambda host: Listener(request, host), hosts)
+    listeners = for_each_host(lambda host: Listener(request, host, addresses[host]), hosts)
     try:
         open_ = {host: listener for host, listener in listeners.items() if not isinstance(listener, HostError)}
         for host, listener in listeners.items():
@@ -495,8 +495,9 @@ def _ipv4_first(addresses: list[str]) -> str:
 class Listener:
     """A probe listening on a free port on one host until closed (its ssh stdin is closed)."""
 
-    def __init__(self, request: Request, host: str, timeout: float = 60) -> None:
-        argv = request.ssh.argv(host, probe_argv({"action": "listen", "cwd": request.cwd, "seconds": 120}))
+    def __init__(self, request: Request, host: str, address: str, timeout: float = 60) -> None:
+        argv = request.ssh.argv(host, probe_argv({"action": "listen", "cwd": request.cwd, "seconds": 120,
+                                                  "address": address}))
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         line: list[str] = []

@@ -97,7 +97,10 @@ def launcher_argv(launcher: str, hosts: TestHosts, data: Path, run: Path) -> lis
               f"runner.model_dir={run}", *SMALL]
     if launcher.startswith("horovodrun"):
         controller = launcher.split("-")[1]
-        return ["horovodrun", "-np", "2", "-H", "hosta:1,hostb:1", f"--{controller}", *hosts.horovodrun_args(),
+        # Under --mpi, Open MPI's ofi transport (libfabric) listened on the address of the hosts' *other*
+        # interface; libfabric's shm provider alone removes that listener (docs/multihost.md).
+        fabric = ["--mpi-args=-x FI_PROVIDER=shm"] if controller == "mpi" else []
+        return ["horovodrun", "-np", "2", "-H", "hosta:1,hostb:1", f"--{controller}", *hosts.horovodrun_args(), *fabric,
                 "dslrun", str(REPO / "pipelines" / "quickstart.yaml"), *_sets(common)]
     if launcher == "mpirun":
         return ["mpirun", "-np", "2", "--host", "hosta:1,hostb:1", "--allow-run-as-root", *hosts.mpirun_args(),
