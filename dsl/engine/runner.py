@@ -117,7 +117,7 @@ class Runner:
 
     # -------------------------------------------------------- public API for callbacks
     def request_stop(self, reason: str) -> None:
-        """End training after the current call; `reason` is printed."""
+        """End training after the current call (several ranks: the next agreed one, stop_agreement.py); `reason` is printed."""
         self.should_stop = True
         self.stop_reason = self.stop_reason or reason
 
