@@ -331,7 +331,8 @@ class TestHosts:
 
     Methods: command/popen (a launcher on the login node), ssh, run (a command inside a
     host), kill_host/revive (a host lost and back), kill_strays, horovodrun_args and
-    mpirun_args; Host.hide/bind/undo make one host's file system differ.
+    mpirun_args; Host.hide/bind/undo make one host's file system differ; add_outside_network
+    gives every host a second network with a third namespace, `outsider`, on it alone.
     """
 
     __test__ = False  # a class named Test* that pytest must not collect
