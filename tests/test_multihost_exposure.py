@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -216,6 +217,8 @@ def checkpoints(run: Path) -> int:
 def test_a_host_off_the_job_network_reaches_no_port_the_job_binds(test_hosts: TestHosts,  # noqa: F811
                                                                     outside: OutsideNetwork, data: Path,
                                                                     tmp_path: Path, launcher: str) -> None:
+    if shutil.which("nft") is None:
+        pytest.skip("the firewall half of the test needs nft: apt-get install nftables")
     run, log = tmp_path / "run", tmp_path / "launcher.log"
     hosta, hostb = test_hosts.hosts["hosta"], test_hosts.hosts["hostb"]
     with open(log, "w") as handle:
