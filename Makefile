@@ -61,15 +61,16 @@ horovod:
 	$(BIN)/python -m pip install --quiet mpi4py==$(MPI4PY_VERSION)
 
 # The multi-host tests (tests/testhosts.py) run a real sshd in each test host (a network namespace):
-# Debian's openssh-server and iproute2, installed with apt when root. Without them those tests skip, so
-# this is no error. sshd needs its privilege-separation directory; host keys come from the tests.
+# Debian's openssh-server and iproute2, installed with apt when root, and nftables for the firewall of
+# tests/test_multihost_exposure.py. Without them those tests skip, so this is no error. sshd needs its
+# privilege-separation directory; host keys come from the tests.
 sshd:
-	@if [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null; then \
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v ip >/dev/null || ! command -v nft >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	      openssh-server iproute2 >/dev/null; \
+	      openssh-server iproute2 nftables >/dev/null; \
 	  else \
-	    echo "make: the multi-host tests need sshd and ip (they skip without): sudo apt-get install openssh-server iproute2"; \
+	    echo "make: the multi-host tests need sshd, ip and nft (they skip without): sudo apt-get install openssh-server iproute2 nftables"; \
 	  fi; \
 	fi
 	@if [ "$$(id -u)" = 0 ]; then mkdir -p /run/sshd && chmod 0755 /run/sshd; fi

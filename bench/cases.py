@@ -52,6 +52,9 @@ def parse() -> argparse.Namespace:
                         help="runner.backend of the dslrun case (collective: one process per TF_CONFIG task)")
     parser.add_argument("--no-reconcile", action="store_true",
                         help="dslrun case without the per-call averaging of batch-norm statistics (to measure it)")
+    parser.add_argument("--agree-every-call", action="store_true",
+                        help="dslrun case with the ranks agreeing on stopping after every call (the rule before "
+                             "dsl/engine/stop_agreement.py), to measure what agreeing every 16 steps saves")
     parser.add_argument("--calls-of", type=int, default=1, help="replica_state case: steps per timed call")
     parser.add_argument("--launched-at", type=float, default=0.0)
     return parser.parse_args()
@@ -221,6 +224,11 @@ def run_dslrun(args: argparse.Namespace) -> None:
             import dsl.engine.steps
 
             dsl.engine.steps.replica_local_variables = lambda model: []
+
+        if args.agree_every_call:  # the measuring instrument only
+            import dsl.engine.stop_agreement
+
+            dsl.engine.stop_agreement.due = lambda *_: True  # type: ignore[assignment]
 
         runner = build_runner(load_pipeline(path), resume=False)
         runner.add_callback(Timer())

@@ -289,6 +289,7 @@ def main() -> None:
     }
     p2 = interleaved({**multi_rank, "dslrun_2threads": (["--case", "dslrun", "--threads", "2", *single], 1),
                       "dslrun_np2_no_reconcile": (["--case", "dslrun", "--no-reconcile", *per_rank], 2),
+                      "dslrun_np2_agree_every_call": (["--case", "dslrun", "--agree-every-call", *per_rank], 2),
                       "dslrun_np2_sync_bn": (["--case", "dslrun", "--sync-bn", *per_rank], 2),
                       "collective_np2": (["--case", "dslrun", "--backend", "collective", *per_rank], 2),
                       **({} if args.quick else horovod_options(per_rank))},
@@ -320,6 +321,8 @@ def main() -> None:
         **horovod_option_figures(results),
         "BN statistics averaged every call: dslrun np2 / the same without": (
             ratio(results, "dslrun_np2", "dslrun_np2_no_reconcile"), ""),
+        "ranks agree on stopping every 16 steps / after every call: dslrun np2": (
+            ratio(results, "dslrun_np2", "dslrun_np2_agree_every_call"), ""),
         "runner.horovod.sync_batch_norm: np2 with / without": (ratio(results, "dslrun_np2_sync_bn", "dslrun_np2"), ""),
         **task_figures(results),
     }

@@ -261,16 +261,24 @@ class HostReport:
     host: str
     cells: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "-"))
     problems: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # printed, but the job can run
 
     def problem(self, check: str, message: str, cell: str) -> None:
         self.problems.append((check, message))
         self.cells[check] = cell
 
+    def warn(self, check: str, message: str) -> None:
+        self.warnings.append((check, message))
+
     def lines(self) -> list[str]:
         return [f"{self.host}: {check}: {message}" for check, message in self.problems]
 
+    def warning_lines(self) -> list[str]:
+        return [f"warning: {self.host}: {check}: {message}" for check, message in self.warnings]
+
     def as_json(self) -> dict[str, Any]:
-        return {"host": self.host, **self.cells, "problems": [{"check": c, "message": m} for c, m in self.problems]}
+        return {"host": self.host, **self.cells, "problems": [{"check": c, "message": m} for c, m in self.problems],
+                "warnings": [{"check": c, "message": m} for c, m in self.warnings]}
 
 
 def format_table(reports: Sequence[HostReport]) -> str:
@@ -417,6 +425,30 @@ def _judge_interfaces(request: Request, reports: dict[str, HostReport], answers:
         reports[host].cells["interface"] = ",".join(common) or "none"
         if host in problems:
             reports[host].problem("interface", problems[host], "none")
+        for name, address in public_addresses({name: reachable[host].get(name, []) for name in common}):
+            reports[host].warn("interface", public_warning(name, address))
+
+
+def public_addresses(interfaces: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(interface, address) of every globally routable address: the job's servers would listen on the internet."""
+    import ipaddress
+
+    found = []
+    for name, addresses in interfaces.items():
+        for address in addresses:
+            try:
+                if ipaddress.ip_address(address.split("%")[0]).is_global:
+                    found.append((name, address))
+            except ValueError:
+                continue
+    return found
+
+
+def public_warning(interface: str, address: str) -> str:
+    return (f"{interface} has the public address {address}: the job's servers (TensorFlow's gRPC servers, Horovod's "
+            "rendezvous, Gloo's and MPI's peer ports) take unauthenticated connections, and some listen on every "
+            "interface; run the job on a private network or behind the firewall rules in docs/multihost.md "
+            "(What a job exposes on the network)")
 
 
 def _judge_connections(request: Request, reports: dict[str, HostReport], answers: dict[str, Any]) -> None:
@@ -426,7 +458,7 @@ def _judge_connections(request: Request, reports: dict[str, HostReport], answers
         return
     interface = reports[hosts[0]].cells["interface"].split(",")[0]
     addresses = {host: _ipv4_first(usable_interfaces(answers[host]["interfaces"])[interface]) for host in hosts}
-    listeners = for_each_host(lambda host: Listener(request, host), hosts)
+    listeners = for_each_host(lambda host: Listener(request, host, addresses[host]), hosts)
     try:
         open_ = {host: listener for host, listener in listeners.items() if not isinstance(listener, HostError)}
         for host, listener in listeners.items():
@@ -464,8 +496,9 @@ def _ipv4_first(addresses: list[str]) -> str:
 class Listener:
     """A probe listening on a free port on one host until closed (its ssh stdin is closed)."""
 
-    def __init__(self, request: Request, host: str, timeout: float = 60) -> None:
-        argv = request.ssh.argv(host, probe_argv({"action": "listen", "cwd": request.cwd, "seconds": 120}))
+    def __init__(self, request: Request, host: str, address: str, timeout: float = 60) -> None:
+        argv = request.ssh.argv(host, probe_argv({"action": "listen", "cwd": request.cwd, "seconds": 120,
+                                                  "address": address}))
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         line: list[str] = []

@@ -242,9 +242,12 @@ def listen(request: dict[str, Any]) -> None:
     import select
     import threading
 
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # On the address under test only (the job's interface), not on every interface: the probe
+    # is a server of ours, and must expose no more than the job it checks for.
+    family = socket.AF_INET6 if ":" in request.get("address", "") else socket.AF_INET
+    server = socket.socket(family, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("0.0.0.0", 0))
+    server.bind((request.get("address", "0.0.0.0"), 0))
     server.listen(16)
     _answer({"port": server.getsockname()[1]})
     closed = threading.Event()

@@ -19,7 +19,7 @@ from testhosts import test_hosts  # noqa: F401 (the session fixture)
 
 import dsl
 from dsl.commands._hosts import Ssh, parse_hosts, ssh_error
-from dsl.preflight import compare_packages, csv_samples, data_items, shared_interfaces
+from dsl.preflight import compare_packages, csv_samples, data_items, public_addresses, shared_interfaces
 
 from e2e_support import DSLRUN, ENV, dslrun, synthetic_data
 
@@ -88,6 +88,31 @@ def test_two_good_hosts_pass(test_hosts, job: Path) -> None:  # noqa: F811
     assert "Traceback" not in result.stderr
     leftovers = list((job.parent / "shared").iterdir())
     assert leftovers == [], leftovers  # the model_dir token is removed, and model_dir is not created
+
+
+@pytest.mark.slow
+@pytest.mark.multihost
+def test_a_public_address_on_the_job_interface_is_warned_about(test_hosts) -> None:  # noqa: F811
+    """A warning, not a problem: the job can run, but its unauthenticated servers would face the internet."""
+    hostb, public = test_hosts.hosts["hostb"], "11.0.0.7"  # globally routable, and only inside hostb's namespace
+    added = hostb.run(["ip", "addr", "add", f"{public}/32", "dev", test_hosts.interface])
+    assert added.returncode == 0, added.stderr
+    try:
+        result = doctor(test_hosts, "--hosts", "hosta,hostb", "--network-interfaces", test_hosts.interface)
+    finally:
+        hostb.run(["ip", "addr", "del", f"{public}/32", "dev", test_hosts.interface])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert problem_lines(result.stderr) == [
+        f"dslrun doctor: warning: hostb: interface: {test_hosts.interface} has the public address {public}: the job's "
+        "servers (TensorFlow's gRPC servers, Horovod's rendezvous, Gloo's and MPI's peer ports) take unauthenticated "
+        "connections, and some listen on every interface; run the job on a private network or behind the firewall "
+        "rules in docs/multihost.md (What a job exposes on the network)"], result.stderr
+
+
+def test_public_addresses_are_the_globally_routable_ones() -> None:
+    found = public_addresses({"eth0": ["10.1.2.3", "192.168.0.4", "172.16.0.1", "100.64.0.1", "fe80::1"],
+                              "eth1": ["8.8.4.4", "2001:4860::1", "not-an-address"]})
+    assert found == [("eth1", "8.8.4.4"), ("eth1", "2001:4860::1")]
 
 
 @pytest.mark.slow

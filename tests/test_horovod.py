@@ -236,6 +236,28 @@ def test_a_killed_rank_ends_the_job_quickly_naming_it(tmp_path: Path, data: Path
     assert "Process name: 1" in output and "Exit code: 137" in output
 
 
+def test_one_interrupted_rank_stops_both_at_the_same_agreed_step(tmp_path: Path, data: Path) -> None:
+    """SIGTERM to rank 1 alone: rank 0 learns it at the next agreement point (dsl/engine/stop_agreement.py),
+    the chief saves there (so rank 1 stopped there too: a rank that went on would wait in a collective)."""
+    from dsl.engine.stop_agreement import EVERY_STEPS
+
+    path = pipeline(tmp_path, data, epochs=500, batch=5, workflow="[[train, 1]]")  # 256 / (5 x 2): 25 steps an epoch
+    process = subprocess.Popen([*LAUNCHERS["gloo"], "dslrun", str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True)
+    try:
+        victim = _wait_for_rank(process, rank=1, checkpoints=tmp_path / "run-p" / "checkpoints")
+        os.kill(victim, signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        kill_group(process)
+    saved = re.search(r"<stderr>:dslrun: interrupted by SIGTERM: saved a checkpoint at step (\d+)", output)
+    assert saved, output[-3000:]
+    step = int(saved.group(1))
+    assert step % EVERY_STEPS == 0 or step % 25 == 0, step  # a multiple of 16, or an epoch's end
+    # horovodrun names the first rank to exit: rank 1, through the interrupted path (143), not a crash.
+    assert "Process name: 1\nExit code: 143" in output, output[-3000:]
+
+
 def _wait_for_rank(process: subprocess.Popen, rank: int, checkpoints: Path) -> int:
     """PID of the dslrun process with HOROVOD_RANK=rank, once training has begun."""
     deadline = time.monotonic() + 180

@@ -64,6 +64,7 @@ import pytest
 HOST_NAMES = ("hosta", "hostb")
 STATE_DIR = Path("/run/dslrun-testhosts")
 SUBNET_PREFIX = "10.213"  # sessions take 10.213.N.0/24, the first N unused on this machine
+OUTSIDE_PREFIX = "10.214"  # add_outside_network's network (inside the hosts only)
 SSHD = "/usr/sbin/sshd"
 SSH = "/usr/bin/ssh"
 _NAME = re.compile(r"^dsl(\d+)")
@@ -301,6 +302,21 @@ def _next_tag() -> str:
     return f"dsl{os.getpid()}" + (f"s{count}" if count else "")
 
 
+@dataclass
+class OutsideNetwork:
+    """A network on every host that the job does not use, and `outsider`, a namespace on it alone."""
+
+    subnet: str
+    interface: str  # its name inside every host
+    addresses: dict[str, str]  # host name -> the host's address on this network
+    outsider_netns: str
+    outsider_address: str
+
+    def outsider_command(self, argv: Sequence[str]) -> list[str]:
+        """`argv` made to run in the outsider's network namespace."""
+        return ["ip", "netns", "exec", self.outsider_netns, *argv]
+
+
 class TestHosts:
     """The hosts of one session, the login node's side of them, and their teardown.
 
@@ -315,7 +331,8 @@ class TestHosts:
 
     Methods: command/popen (a launcher on the login node), ssh, run (a command inside a
     host), kill_host/revive (a host lost and back), kill_strays, horovodrun_args and
-    mpirun_args; Host.hide/bind/undo make one host's file system differ.
+    mpirun_args; Host.hide/bind/undo make one host's file system differ; add_outside_network
+    gives every host a second network with a third namespace, `outsider`, on it alone.
     """
 
     __test__ = False  # a class named Test* that pytest must not collect
@@ -330,6 +347,8 @@ class TestHosts:
         self.subnet = ""
         self.login_address = ""
         self._state: Any = None
+        self._extra: dict[str, list[str]] = {"netns": [], "links": []}  # add_outside_network's
+        self.outside: OutsideNetwork | None = None
         self.closing = False  # teardown has begun
         self._closed = False  # and ended
 
@@ -438,8 +457,8 @@ class TestHosts:
 
     def _session_state(self) -> dict[str, Any]:
         """Everything this session creates outside its process, by name."""
-        return {"netns": [f"{self.tag}-{name}" for name in self.names],
-                "links": [self.bridge, *(f"{self.tag}v{i}" for i in range(len(self.names)))],
+        return {"netns": [*(f"{self.tag}-{name}" for name in self.names), *self._extra["netns"]],
+                "links": [self.bridge, *(f"{self.tag}v{i}" for i in range(len(self.names))), *self._extra["links"]],
                 "workdir": str(self.workdir)}
 
     def _write_state(self) -> None:
@@ -449,13 +468,47 @@ class TestHosts:
         self._state.flush()
 
     def _allocate_subnet(self) -> None:
-        used = _ip("-4", "-o", "addr").stdout + _ip("-4", "route").stdout
-        for n in range(256):
-            if f"{SUBNET_PREFIX}.{n}." not in used:
-                self.subnet = f"{SUBNET_PREFIX}.{n}.0/24"
-                self.login_address = f"{SUBNET_PREFIX}.{n}.1"
-                return
-        raise Unavailable(f"no free /24 left in {SUBNET_PREFIX}.0.0/16 for test hosts")
+        base = _free_subnet_base()
+        self.subnet = f"{base}.0/24"
+        self.login_address = f"{base}.1"
+
+    # --- a second network, which the job does not use ------------------------------------
+    def add_outside_network(self) -> OutsideNetwork:
+        """Give every host a second interface on a network of its own, with `outsider` on it too.
+
+        It stands for the other network of a multi-homed cluster node (the campus or public
+        side): the job runs over `interface`, and `outsider` is a machine that reaches the
+        hosts only over this one. The login node is not on it. Once per session; removed
+        with the session (its names are in the state file, and carry the session's prefix).
+        """
+        if self.outside is not None:
+            return self.outside
+        bridge, interface, netns = f"{self.tag}o", f"{self.tag}o", f"{self.tag}-outsider"
+        veths = [f"{self.tag}o{i}" for i in range(len(self.names))]
+        with _global_lock():
+            base = _free_subnet_base(OUTSIDE_PREFIX)  # only inside the hosts: two sessions may share it
+            self._extra["netns"].append(netns)
+            self._extra["links"] += [bridge, *veths, f"{self.tag}ox"]
+            self._write_state()
+            _ip("link", "add", bridge, "type", "bridge")  # no address: the login node is not on it
+            _ip("link", "set", bridge, "up")
+            addresses = {}
+            for i, (name, veth) in enumerate(zip(self.names, veths, strict=True)):
+                host = self.hosts[name]
+                addresses[name] = f"{base}.{i + 2}"
+                _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p", "netns", host.netns)
+                _ip("-n", host.netns, "link", "set", f"{veth}p", "name", interface)
+                _ip("link", "set", veth, "master", bridge, "up")
+                _ip("-n", host.netns, "addr", "add", f"{addresses[name]}/24", "dev", interface)
+                _ip("-n", host.netns, "link", "set", interface, "up")
+            _ip("netns", "add", netns)
+            _ip("link", "add", f"{self.tag}ox", "type", "veth", "peer", "name", f"{self.tag}oxp", "netns", netns)
+            _ip("link", "set", f"{self.tag}ox", "master", bridge, "up")
+            _ip("-n", netns, "addr", "add", f"{base}.100/24", "dev", f"{self.tag}oxp")
+            _ip("-n", netns, "link", "set", f"{self.tag}oxp", "up")
+            _ip("-n", netns, "link", "set", "lo", "up")
+        self.outside = OutsideNetwork(f"{base}.0/24", interface, addresses, netns, f"{base}.100")
+        return self.outside
 
     def _build_network(self) -> None:
         base = self.login_address.rsplit(".", 1)[0]
@@ -546,6 +599,15 @@ class TestHosts:
             self._state = None
         shutil.rmtree(self.workdir, ignore_errors=True)
         self._closed = True
+
+
+def _free_subnet_base(prefix: str = SUBNET_PREFIX) -> str:
+    """`PREFIX.N`, the first N no address or route on this machine uses."""
+    used = _ip("-4", "-o", "addr").stdout + _ip("-4", "route").stdout
+    for n in range(256):
+        if f"{prefix}.{n}." not in used:
+            return f"{prefix}.{n}"
+    raise Unavailable(f"no free /24 left in {prefix}.0.0/16 for test hosts")
 
 
 def _check_tools() -> None:

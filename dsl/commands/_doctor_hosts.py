@@ -31,12 +31,13 @@ def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts
         click.echo("dslrun doctor: interrupted", err=True)
         return 130
     problems = [line for report in reports for line in report.lines()]
+    warnings = [line for report in reports for line in report.warning_lines()]
     if as_json:
         click.echo(json.dumps({"reference": reference, "hosts": [r.as_json() for r in reports],
-                               "problems": problems}, indent=2))
+                               "problems": problems, "warnings": warnings}, indent=2))
     else:
         click.echo(preflight.format_table(reports))
-    for line in problems:
+    for line in problems + warnings:
         click.echo(f"dslrun doctor: {line}", err=True)
     return 1 if problems else 0
 

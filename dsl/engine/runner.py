@@ -23,7 +23,7 @@ from typing import Any
 import tensorflow as tf
 
 from dsl.callbacks.base import Callback
-from dsl.engine import resize, resume
+from dsl.engine import resize, resume, stop_agreement
 from dsl.engine.callback_list import CallbackList
 from dsl.engine.checkpointing import Checkpoints, random_generators
 from dsl.engine.compiler import CompiledPipeline, use_jit
@@ -113,11 +113,11 @@ class Runner:
         self.iter_seconds = 0.0
         self.should_stop, self.failed, self.stop_reason = False, False, ""  # request_stop / fail
         self.already_finished: str | None = None  # why a re-run had nothing to do
-        self._signal = 0  # SIGTERM/SIGINT received: save and exit 128 + signal
+        self._signal, self._stopping = 0, False  # SIGTERM/SIGINT received: save, exit 128 + signal; stop agreed
 
     # -------------------------------------------------------- public API for callbacks
     def request_stop(self, reason: str) -> None:
-        """End training after the current call; `reason` is printed."""
+        """End training after the current call (several ranks: the next agreed one, stop_agreement.py); `reason` is printed."""
         self.should_stop = True
         self.stop_reason = self.stop_reason or reason
 
@@ -320,14 +320,16 @@ class Runner:
             agreed, message = replicas_agree(self.backend, self.model)
             (self.notice if agreed else self.fail)(message)
 
-    def _agree_on_stopping(self) -> None:
-        """Every rank stops at the same step: one rank's reason stops them all."""
-        mine = 3 if self._signal else 2 if self.failed else 1 if self.should_stop else 0
-        agreed = self.backend.max_across_ranks(mine)
+    def _agree_on_stopping(self, before: int, phase_ended: bool) -> None:
+        """Every rank stops after the same call: one rank's reason stops them all (stop_agreement.py: where)."""
+        if not stop_agreement.due(before, self.step, phase_ended, self.placement.world_size):
+            return
+        mine = stop_agreement.code(bool(self._signal), self.failed, self.should_stop)
+        agreed = self.backend.max_across_ranks(mine) if self.placement.world_size > 1 else mine
         if agreed > mine:
-            self._signal = signal.SIGTERM if agreed == 3 else 0
-            self.failed = agreed == 2
-            self.request_stop(["", "another rank stopped the run", "another rank failed", "another rank was interrupted"][agreed])
+            self._signal, self.failed = (signal.SIGTERM if agreed == 3 else 0), agreed == 2
+            self.request_stop(stop_agreement.REASONS[agreed])
+        self._stopping = agreed > 0
 
     def _train_phase(self, num_steps: int) -> None:
         self.mode, self.inner_step, self.phase_steps = "train", 0, num_steps
@@ -335,8 +337,9 @@ class Runner:
             metric.reset_state()
         started = time.perf_counter()
         self._call("before_train_epoch")
-        while self.inner_step < num_steps and not self.should_stop:
-            iterator, count = self._next_chunk(min(self.steps_per_call, num_steps - self.inner_step))
+        self._stopping = self.should_stop  # agreed after calls; asked before the first one, as asked
+        while self.inner_step < num_steps and not self._stopping:
+            iterator, count, before = *self._next_chunk(min(self.steps_per_call, num_steps - self.inner_step)), self.step
             self._call("before_train_iter")
             tick = time.perf_counter()
             outputs = self._train_call(iterator, tf.constant(count, tf.int32))
@@ -346,9 +349,8 @@ class Runner:
                 self._graph_args = (iterator, tf.constant(count, tf.int32))
             self._advance(count)
             self._call("after_train_iter")
-            self._agree_on_stopping()
-        values = reduced_results(self.metrics["train"], self.backend)  # over every rank's data
-        values["learning_rate"] = self.outputs.get("learning_rate", 0.0)
+            self._agree_on_stopping(before, self.inner_step >= num_steps)
+        values = {**reduced_results(self.metrics["train"], self.backend), "learning_rate": self.outputs.get("learning_rate", 0.0)}
         self._finish_phase("train", values, time.perf_counter() - started, partial=self.inner_step < num_steps)
         self._call("after_train_epoch")
 
@@ -361,8 +363,7 @@ class Runner:
         self._call("before_val_iter")
         tick = time.perf_counter()
         self.outputs = self.evaluate("val", self.val_steps)
-        self.iter_seconds = time.perf_counter() - tick
-        self.inner_step = self.phase_steps
+        self.iter_seconds, self.inner_step = time.perf_counter() - tick, self.phase_steps
         self._call("after_val_iter")
         self._finish_phase("val", dict(self.outputs), time.perf_counter() - started)
         self.run_state.vals_done += 1
@@ -374,8 +375,7 @@ class Runner:
         skipped = self.inputter.skipped_examples(mode)  # by inputter.skip_corrupt, when it counts them up front
         if skipped is not None:
             self.phase_outputs["skipped_examples"] = skipped
-        self.history.append(record := {"mode": mode, **self.run_state.phase_epoch(partial), "step": self.step,
-                                       **self.phase_outputs})
+        self.history.append(record := {"mode": mode, **self.run_state.phase_epoch(partial), "step": self.step, **self.phase_outputs})
         self.log_metrics(mode, {**record, "seconds": round(seconds, 3)})
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
