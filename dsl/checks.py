@@ -342,6 +342,22 @@ def check_backends_own_rules(pipeline: dict[str, Any], sources: SourceMap) -> li
     return [found for spec in backend_registry.backends() for check in spec.checks for found in check(pipeline, sources)]
 
 
+def check_components_own_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """The rules a component's module declares about its section in the pipeline (`PIPELINE_CHECKS`, each
+    `check(pipeline, sources) -> diagnostics`), e.g. retinanet's anchors against the image shape."""
+    import importlib
+
+    found: list[Diagnostic] = []
+    for kind in registry.KINDS:
+        sections = pipeline.get(f"{kind}s") if kind == "callback" else [pipeline.get(kind)]
+        for section in sections or []:
+            component = _component(kind, section.get("type") if isinstance(section, dict) else None)
+            if component is not None and component.module:
+                for check in getattr(importlib.import_module(component.module), "PIPELINE_CHECKS", []):
+                    found += check(pipeline, sources)
+    return found
+
+
 def _choices(capable: list[backend_registry.BackendSpec]) -> str:
     """The `runner.backend` values that run on one of `capable`: their names, and `auto` when it may pick one."""
     auto = {spec.name for spec in backend_registry.auto_order()}
@@ -406,6 +422,7 @@ CHECKS: list[Check] = [
     check_sync_batch_norm,
     check_backend_settings,
     check_backends_own_rules,
+    check_components_own_rules,
     check_lr_scaling,
     check_top_k,
     check_phase_outputs,

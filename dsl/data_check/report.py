@@ -36,6 +36,7 @@ class SplitReport:
     modes: Counter = field(default_factory=Counter)  # Pillow mode: RGB, L, RGBA, ...
     digests: dict[bytes, str] = field(default_factory=dict)  # content -> where it is first listed
     steps: int | None = None  # train: steps per epoch; val/test: batches per pass
+    details: list[str] = field(default_factory=list)  # what the inputter adds (Split.details)
 
     def count(self, example: Example, facts: ImageFacts | None) -> None:
         """One usable example: its class, its image's size and mode (when it is an image) and
@@ -75,7 +76,7 @@ class SplitReport:
             if height and (set(self.sizes) != {(width, height)} or set(self.modes) != {"L" if channels == 1 else "RGB"}):
                 parts[-1] += f" (fed as {height}x{width}x{channels})"
         parts.append(f"{self.steps} {unit} ({batch})")
-        return "; ".join(parts)
+        return "; ".join(parts + self.details)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +88,7 @@ class SplitReport:
             "sizes": {f"{w}x{h}": count for (w, h), count in self.sizes.most_common()},
             "modes": dict(self.modes.most_common()),
             "steps": self.steps,
+            **({"details": list(self.details)} if self.details else {}),
         }
 
 
