@@ -188,4 +188,6 @@ def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: st
     assert len(scores) == (1 if name == "quickstart.yaml" else 6), ranks
     for key in scores:
         assert alone[key] == pytest.approx(ranks[key], abs=1e-6), key
-    assert alone["loss"] == pytest.approx(ranks["loss"], rel=1e-4)
+    # Detection's loss is divided per batch by the batch's positive anchors: batches of 8 + 7 on two
+    # ranks and of 15 on one average to slightly different values (its mAP, above, is exact).
+    assert alone["loss"] == pytest.approx(ranks["loss"], rel=1e-2 if name == "detection.yaml" else 1e-4)
