@@ -249,3 +249,49 @@ def test_export_serves_detections_from_pixels_and_from_png_bytes(boxes: Path, tr
     assert {"detection_boxes", "detection_scores", "detection_classes", "num_detections"} <= set(from_pixels)
     assert from_pixels["detection_boxes"].shape == (3, 20, 4) and int(from_pixels["num_detections"][0]) > 0
     np.testing.assert_allclose(from_pixels["detection_scores"].numpy(), from_bytes["detection_scores"].numpy(), atol=1e-5)
+
+
+# ------------------------------------------------------------------------------ the detection augmenter
+def augmenter(**params: Any) -> Any:
+    from dsl.augmenters.detection import build
+    from dsl.context import BuildContext
+
+    return build({"standardize": False, **params}, BuildContext(pipeline={}, image_shape=(64, 64, 3)))
+
+
+def bright_rectangle() -> tuple[Any, dict[str, Any]]:
+    image = np.zeros((64, 64, 3), np.float32)
+    image[16:32, 8:40] = 1.0
+    targets = {"boxes": tf.constant([[16 / 64, 8 / 64, 32 / 64, 40 / 64], [0, 0, 0, 0]], tf.float32),
+               "classes": tf.constant([1, -1]), "count": tf.constant(1)}
+    return tf.constant(image), targets
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_crop_scale_and_flip_move_the_boxes_with_the_pixels(seed: int) -> None:
+    image, targets = bright_rectangle()
+    out, moved = augmenter().train(image, targets, seed=tf.constant([seed, 3], tf.int64))
+    assert out.shape == (64, 64, 3) and int(moved["count"]) == 1 and moved["classes"].numpy().tolist() == [1, -1]
+    rows, cols = np.nonzero(out.numpy()[..., 0] > 0.5)
+    y0, x0, y1, x1 = moved["boxes"][0].numpy() * 64
+    assert abs(rows.min() - y0) <= 1.5 and abs(rows.max() + 1 - y1) <= 1.5, (rows.min(), rows.max(), y0, y1)
+    assert abs(cols.min() - x0) <= 1.5 and abs(cols.max() + 1 - x1) <= 1.5, (cols.min(), cols.max(), x0, x1)
+
+
+def test_the_same_seed_gives_the_same_example_and_another_seed_another() -> None:
+    image, targets = bright_rectangle()
+    first, again, other = (augmenter().train(image, targets, seed=tf.constant(s, tf.int64)) for s in ([1, 2], [1, 2], [5, 2]))
+    np.testing.assert_array_equal(first[0].numpy(), again[0].numpy())
+    assert not np.array_equal(first[1]["boxes"].numpy(), other[1]["boxes"].numpy())
+
+
+def test_boxes_are_clipped_and_the_mostly_hidden_ones_dropped() -> None:
+    kept = augmenter(min_visible=0.5)._kept(tf.constant([[-0.5, 0.0, 0.25, 0.5], [0.1, 0.1, 0.6, 1.2], [0, 0, 0, 0]]),
+                                            tf.constant([2, 0, -1]), tf.constant(2))
+    assert int(kept["count"]) == 1 and kept["classes"].numpy().tolist() == [0, -1, -1]
+    np.testing.assert_allclose(kept["boxes"].numpy()[0], [0.1, 0.1, 0.6, 1.0])
+
+
+def test_augmenter_settings_that_cannot_work_are_refused() -> None:
+    with pytest.raises(DslError, match=r"augmenter.min_scale: 1.5 is above max_scale 1.2"):
+        augmenter(min_scale=1.5, max_scale=1.2)
