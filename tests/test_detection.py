@@ -167,6 +167,7 @@ def validate(tmp_path: Path, boxes: Path, *sets: str) -> subprocess.CompletedPro
     (["inputter.classes=[disc, square]"], r"inputter.classes: 2 names for num_classes 3"),
     (["modeler={type: image_classification}"], r"modeler 'image_classification' works on"),
     (["network={type: resnet_cifar}"], r"network 'resnet_cifar' works on"),
+    (["callbacks[4].save_best.monitor=val/map50"], r"no output 'map50'; did you mean 'val/map_50'"),
 ])
 def test_validate_refuses_what_the_pipeline_alone_gets_wrong(tmp_path: Path, boxes: Path, sets: list[str],
                                                              match: str) -> None:
