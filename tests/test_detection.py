@@ -296,3 +296,26 @@ def test_boxes_are_clipped_and_the_mostly_hidden_ones_dropped() -> None:
 def test_augmenter_settings_that_cannot_work_are_refused() -> None:
     with pytest.raises(DslError, match=r"augmenter.min_scale: 1.5 is above max_scale 1.2"):
         augmenter(min_scale=1.5, max_scale=1.2)
+
+
+def test_coco_json_batches_are_the_csv_ones_and_name_the_categories(boxes: Path) -> None:
+    from dsl.inputters.coco_json import build as coco
+    from dsl.inputters.object_detection_csv import build as csv
+
+    from_coco = coco(params(boxes / "train.json", classes=None), None)
+    from_csv = csv(params(boxes / "train.csv"), None)
+    assert from_coco.class_names == ["disc", "square", "triangle"]
+    (_, a), (_, b) = (next(iter(source.dataset("train"))) for source in (from_coco, from_csv))
+    for key in ("boxes", "classes", "count"):
+        np.testing.assert_allclose(a[key].numpy(), b[key].numpy())
+
+
+def test_training_on_a_bad_row_stops_with_one_located_line(boxes: Path, tmp_path: Path) -> None:
+    lines = (boxes / "train.csv").read_text().splitlines()
+    lines[2] = "train/images/00001.png,10,10,5,20,disc"
+    (boxes / "bad.csv").write_text("\n".join(lines) + "\n")
+    result = subprocess.run([*DSLRUN, str(PIPELINE), "--set", f"inputter.train={boxes / 'bad.csv'}",
+                             "--set", f"runner.model_dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                            env={**ENV, "DATA_DIR": str(boxes)}, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{boxes / 'bad.csv'} line 3: box (10, 10, 5, 20) has min >= max" in result.stderr, result.stderr[-2000:]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from dsl.inputters._box_listing import ImageBoxes, class_names_of, coco_class_names
+from dsl.inputters._box_listing import ImageBoxes, class_names_of
 from dsl.inputters._common import Listing
 from dsl.inputters._pipeline import BaseInputter, decode_image, remember_listings
 
@@ -28,12 +28,12 @@ from dsl.inputters._pipeline import BaseInputter, decode_image, remember_listing
 class DetectionInputter(BaseInputter):
     """Batches of images and their padded boxes; `listings` maps a mode to its images."""
 
-    def __init__(self, params: dict[str, Any], listings: dict[str, list[ImageBoxes]]) -> None:
+    def __init__(self, params: dict[str, Any], listings: dict[str, list[ImageBoxes]],
+                 class_names: list[str] | None = None) -> None:
         super().__init__(params, tuple(params["image_shape"]), params["num_classes"])
         self.max_boxes = int(params["max_boxes"])
-        self.class_names = class_names_of(params) or (coco_class_names(params) if "image_dir" in params else None)
-        if self.class_names is not None and len(self.class_names) != self.num_classes:
-            self.class_names = None
+        names = class_names_of(params) or class_names
+        self.class_names = names if names is not None and len(names) == self.num_classes else None
         self.listings = listings
         # explain_data_error names the listing line of an image that fails to decode.
         remembered = []

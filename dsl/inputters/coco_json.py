@@ -47,8 +47,8 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 )
 def build(params: dict[str, Any], context: Any) -> Any:
     """Read every declared JSON now (errors name the file and annotation id); pixels are read while training."""
-    from dsl.inputters._box_listing import read_sources
+    from dsl.inputters._box_listing import coco_class_names, read_sources
     from dsl.inputters._detection import DetectionInputter
 
     p = with_defaults(params, PARAMS)
-    return DetectionInputter(p, read_sources(p, "coco"))
+    return DetectionInputter(p, read_sources(p, "coco"), coco_class_names(p))

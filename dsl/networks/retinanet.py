@@ -82,8 +82,8 @@ def check(params: dict[str, Any], image_shape: tuple[int, ...] | list[int] | Non
                                                 "drop it or use backbone small"))
     if image_shape:
         side = max(int(image_shape[0]), int(image_shape[1]))
-        largest = max(anchors["sizes"]) * max(anchors["scales"]) * math.sqrt(max(max(anchors["ratios"]), 1 / min(anchors["ratios"])))
-        if max(anchors["sizes"]) * max(anchors["scales"]) > side:
+        largest = max(anchors["sizes"]) * max(anchors["scales"])  # side of the largest anchor's square
+        if largest > side:
             found.append(("network.anchors.sizes", f"anchors up to {largest:.0f} px are larger than the "
                                                    f"{image_shape[0]}x{image_shape[1]} images (inputter.image_shape); "
                                                    "use smaller sizes or larger images"))
