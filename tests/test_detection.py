@@ -320,3 +320,19 @@ def test_training_on_a_bad_row_stops_with_one_located_line(boxes: Path, tmp_path
                             env={**ENV, "DATA_DIR": str(boxes)}, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"{boxes / 'bad.csv'} line 3: box (10, 10, 5, 20) has min >= max" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backbone", ["small", "MobileNetV2"])
+def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backbone: str) -> None:
+    from dsl.anchors import anchor_boxes, anchors_of
+    from dsl.context import BuildContext
+    from dsl.networks.retinanet import build
+
+    network = {"backbone": backbone, "fpn_filters": 8, "base_filters": 4, "head_convs": 1,
+               "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0], "ratios": [0.5, 1.0, 2.0]}}
+    model = build(network, BuildContext(pipeline={}, image_shape=(64, 64, 3), num_classes=3))
+    outputs = model(tf.zeros((2, 64, 64, 3)), training=False)
+    assert outputs.dtype == tf.float32
+    assert outputs.shape == (2, len(anchor_boxes(anchors_of(network), (64, 64))), 4 + 3) == (2, (64 + 16) * 3, 7)
+    # The class logits start at the prior probability 0.01 (RetinaNet's bias init).
+    assert float(tf.reduce_mean(tf.sigmoid(outputs[..., 4:]))) == pytest.approx(0.01, abs=0.005)
