@@ -143,7 +143,14 @@ class ObjectDetectionModeler(BaseModeler):
         COCOeval per train step would cost more than the step)."""
         if mode == "train":
             return {}
+        from dsl.errors import DslError
         from dsl.modelers._coco_metrics import detection_metrics
+
+        try:
+            import pycocotools.cocoeval  # noqa: F401
+        except ImportError:
+            raise DslError("the object_detection modeler scores COCO mAP with pycocotools, which is not installed; "
+                           "pip install 'dslrun[train]' (or pycocotools)") from None
 
         return detection_metrics(self.anchors, self.params, self.num_classes, self.image_shape)
 
