@@ -336,3 +336,24 @@ def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backb
     assert outputs.shape == (2, len(anchor_boxes(anchors_of(network), (64, 64))), 4 + 3) == (2, (64 + 16) * 3, 7)
     # The class logits start at the prior probability 0.01 (RetinaNet's bias init).
     assert float(tf.reduce_mean(tf.sigmoid(outputs[..., 4:]))) == pytest.approx(0.01, abs=0.005)
+
+
+@pytest.mark.parametrize("box_loss", ["smooth_l1", "giou"])
+def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(box_loss: str) -> None:
+    from dsl.context import BuildContext
+    from dsl.modelers._box_coding import encode, giou_loss
+    from dsl.modelers.object_detection import build
+
+    network = {"type": "retinanet", "anchors": {"levels": [3], "sizes": [16], "scales": [1.0], "ratios": [1.0]}}
+    modeler = build({"box_loss": box_loss}, BuildContext(pipeline={"network": network}, image_shape=(32, 32, 3),
+                                                        num_classes=2))
+    anchors = tf.constant(modeler.anchors)
+    truth = {"boxes": tf.constant([[[0.1, 0.1, 0.5, 0.45], [0, 0, 0, 0]]]), "classes": tf.constant([[1, -1]]),
+             "count": tf.constant([1])}
+    from dsl.modelers._box_coding import match
+
+    matched, _, _ = match(truth, anchors, 0.5, 0.4)
+    perfect = tf.concat([encode(matched, anchors), tf.fill([1, anchors.shape[0], 2], -5.0)], axis=-1)
+    losses = modeler.loss(truth, perfect, tf.keras.Sequential())
+    assert float(losses["box_loss"]) == pytest.approx(0.0, abs=1e-4) and 0 < float(losses["class_loss"]) < 10
+    assert float(giou_loss(tf.constant([[0.0, 0.0, 0.2, 0.2]]), tf.constant([[0.5, 0.5, 0.7, 0.7]]))[0]) > 1.0
