@@ -348,11 +348,13 @@ def check_components_own_rules(pipeline: dict[str, Any], sources: SourceMap) -> 
     import importlib
 
     found: list[Diagnostic] = []
+    checked: set[str] = set()  # a module's rules run once, however many sections use it
     for kind in registry.KINDS:
         sections = pipeline.get(f"{kind}s") if kind == "callback" else [pipeline.get(kind)]
-        for section in sections or []:
+        for section in sections if isinstance(sections, list) else []:
             component = _component(kind, section.get("type") if isinstance(section, dict) else None)
-            if component is not None and component.module:
+            if component is not None and component.module and component.module not in checked:
+                checked.add(component.module)
                 for check in getattr(importlib.import_module(component.module), "PIPELINE_CHECKS", []):
                     found += check(pipeline, sources)
     return found
