@@ -35,6 +35,7 @@ class BuildContext:
         vocabulary_size: token ids of a text input are below it, from the inputter's vocabulary.
         sequence_length: tokens per text input.
         class_names: the classes' names when the data names them.
+        max_boxes: boxes per image a detection batch holds (padded, with their count).
         model_dir: the run directory.
         placement: rank / world size of this process.
         steps_per_epoch: train steps per epoch for this process (None until the data is known).
@@ -50,6 +51,7 @@ class BuildContext:
     vocabulary_size: int | None = None
     sequence_length: int | None = None
     class_names: list[str] | None = None
+    max_boxes: int | None = None
     model_dir: Path = Path("runs/default")
     placement: Placement = field(default_factory=Placement)
     steps_per_epoch: int | None = None

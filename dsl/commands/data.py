@@ -4,6 +4,7 @@
     dslrun data cifar10 --out data/cifar10          # download, check MD5, convert
     dslrun data synthetic-segmentation --out data/shapes   # images + class-index PNG masks
     dslrun data synthetic-text --out data/reviews    # a CSV of short labelled texts
+    dslrun data synthetic-detection --out data/boxes  # shapes with boxes: a box CSV and COCO JSON
 
 Re-running over a complete directory with the same settings does nothing (pass --force
 to write it again); an interrupted run leaves the directory marked incomplete, and the
@@ -94,6 +95,31 @@ def synthetic_segmentation(out: Path, num_train: int, num_val: int, num_classes:
     _say_written(out, written, counts, "images and masks", f"{num_classes} classes, {image_size}x{image_size} RGB")
     click.echo(f"use it with: inputter: {{type: image_segmentation_csv, train: {out / 'train.csv'}, "
                f"val: {out / 'eval.csv'}, num_classes: {num_classes}}}")
+
+
+@command.command("synthetic-detection")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
+@click.option("--num-train", type=click.IntRange(min=1), default=400, show_default=True, help="Train images.")
+@click.option("--num-val", type=click.IntRange(min=1), default=100, show_default=True, help="Eval images.")
+@click.option("--num-classes", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Classes.")
+@click.option("--image-size", type=click.IntRange(min=16, max=1024), default=64, show_default=True, help="Height and width in pixels.")
+@click.option("--max-objects", type=click.IntRange(min=1, max=20), default=3, show_default=True, help="Shapes per image, at most.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated images.")
+@click.option("--force", is_flag=True, help="Write the images again even when the directory is complete.")
+@user_errors
+def synthetic_detection(out: Path, num_train: int, num_val: int, num_classes: int, image_size: int, max_objects: int,
+                        seed: int, force: bool) -> None:
+    """A small learnable detection set: shapes on noise, boxes as a CSV (one row per box) and as COCO JSON."""
+    _require_image_libraries()
+    from dsl.datasets.synthetic_detection import DetectionSpec, class_names, write
+
+    spec = DetectionSpec(num_train, num_val, num_classes, image_size, max_objects, seed)
+    written, counts = write(out, spec, force)
+    _say_written(out, written, counts, "images with boxes", f"{num_classes} classes, {image_size}x{image_size} RGB")
+    click.echo(f"  {out / 'train.json'}\n  {out / 'eval.json'}")
+    click.echo(f"use it with: inputter: {{type: object_detection_csv, train: {out / 'train.csv'}, "
+               f"val: {out / 'eval.csv'}, num_classes: {num_classes}, classes: [{', '.join(class_names(num_classes))}]}}"
+               f" or {{type: coco_json, train: {out / 'train.json'}, val: {out / 'eval.json'}, num_classes: {num_classes}}}")
 
 
 @command.command("synthetic-text")

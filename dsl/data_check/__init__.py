@@ -58,7 +58,9 @@ def check_data(
     reports: list[SplitReport] = []
     for mode in (m for m in MODES if m in declared_modes(inputter)):
         report = SplitReport(f"inputter.{mode}", mode)
-        diagnostics += _check_split(component.examples(inputter, mode), report, inputter, sources)
+        split = component.examples(inputter, mode)
+        diagnostics += _check_split(split, report, inputter, sources)
+        report.details = split.details(resolved) if split.details is not None else []
         report.steps = steps(report, inputter, replicas, batch)
         reports.append(report)
     train = next((r for r in reports if r.mode == "train"), None)

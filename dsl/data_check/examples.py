@@ -9,8 +9,9 @@ example without an image (a text) carries the digest of its content.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from dsl.data_check.images import ImageFacts
 from dsl.diagnostics import Location
@@ -55,3 +56,6 @@ class Split:
     source: str  # what was read, for the summary: "data/train.csv", "5 .bin files"
     class_names: list[str] | None = None
     count: int | None = None  # examples that are generated, not listed (nothing to read)
+    # More of the summary once the items are read, from the resolved pipeline (a detection
+    # set's boxes per image and class, their sizes against the anchors).
+    details: Callable[[dict[str, Any]], list[str]] | None = None

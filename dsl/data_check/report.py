@@ -40,6 +40,7 @@ class SplitReport:
     words: Counter[str] = field(default_factory=Counter)  # word -> occurrences (texts)
     text: dict[str, Any] = field(default_factory=dict)  # dsl.data_check.text.text_facts
     pixels: Counter[int] = field(default_factory=Counter)  # masks: class -> pixels
+    details: list[str] = field(default_factory=list)  # what the inputter adds (Split.details)
 
     def count(self, example: Example, facts: ImageFacts | None) -> None:
         """One usable example: its class, its image's size and mode (when it is an image) and
@@ -90,7 +91,7 @@ class SplitReport:
 
             parts.append(describe(self.text, inputter))
         parts.append(f"{self.steps} {unit} ({batch})")
-        return "; ".join(parts)
+        return "; ".join(parts + self.details)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +105,7 @@ class SplitReport:
             "steps": self.steps,
             **({"text": self.text} if self.text else {}),
             **({"pixels": {str(k): count for k, count in sorted(self.pixels.items())}} if self.pixels else {}),
+            **({"details": list(self.details)} if self.details else {}),
         }
 
 
