@@ -21,6 +21,26 @@ def test_every_registered_type_has_a_builder_and_a_described_schema() -> None:
             assert name in component.required or "default" in param, f"{component.type}.{name} has no default"
 
 
+# What each kind's builder returns: the contract of dsl/engine/contracts.py it honours (strict
+# mypy then holds the component to it); callbacks are classes, built by calling them.
+RETURNS = {"inputter": "Inputter", "augmenter": "Augmenter", "network": "Model", "modeler": "Modeler"}
+
+
+def test_every_builder_is_typed_against_the_contracts() -> None:
+    """A builder takes the typed BuildContext and returns its kind's contract, not Any."""
+    untyped = []
+    for component in components():
+        hints = getattr(component.builder, "__annotations__", {})
+        if component.kind == "callback":
+            hints = getattr(component.builder.__init__, "__annotations__", {})
+            wanted = {"context": "BuildContext | None"}
+        else:
+            wanted = {"context": "BuildContext", "return": RETURNS[component.kind]}
+        if any(hints.get(name) != value for name, value in wanted.items()):
+            untyped.append(f"{component.kind} {component.type}: {hints}")
+    assert untyped == []
+
+
 def test_every_component_module_registers_something() -> None:
     modules = {c.module for c in components()}
     for package_name in KINDS.values():

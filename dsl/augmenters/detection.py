@@ -25,6 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
+from dsl.context import BuildContext
+from dsl.engine.contracts import Augmenter
 from dsl.errors import DslError
 from dsl.registry import register
 from dsl.sections import fixed_array
@@ -158,7 +160,7 @@ class DetectionAugmenter:
     description="Detection: SSD-style crop keeping boxes, random scale, flip of image and boxes together; jitter; standardisation.",
     batch=("image", "boxes"),
 )
-def build(params: dict[str, Any], context: Any) -> DetectionAugmenter:
+def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     """The augmenter for the inputter's image shape (`context`)."""
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})

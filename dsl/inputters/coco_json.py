@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Inputter
 from dsl.inputters._box_listing import detection_params
 from dsl.inputters._common import source_params, with_defaults
 from dsl.registry import register
@@ -44,7 +46,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     batch=("image", "boxes"),
     rules=[one_per_class("classes", "class names", "inputter")],
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every declared JSON now (errors name the file and annotation id); pixels are read while training."""
     from dsl.inputters._box_listing import coco_class_names, read_sources
     from dsl.inputters._detection import DetectionInputter

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.context import BuildContext
+from dsl.engine.contracts import Modeler
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
 from dsl.registry import register
 
@@ -86,7 +88,7 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     outputs=outputs,
     batch=("image", "boxes"),
 )
-def build(params: dict[str, Any], context: Any) -> ObjectDetectionModeler:
+def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
     return ObjectDetectionModeler(params, context)
 
@@ -101,7 +103,7 @@ class ObjectDetectionModeler(BaseModeler):
 
     PARAMS = PARAMS
 
-    def __init__(self, params: dict[str, Any], context: Any) -> None:
+    def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
         from dsl.anchors import anchor_boxes, anchors_of
         from dsl.errors import DslError
 

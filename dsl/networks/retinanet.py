@@ -24,6 +24,8 @@ import math
 from typing import Any
 
 from dsl.anchors import ANCHORS_PARAM, anchors_of, anchors_per_position
+from dsl.context import BuildContext
+from dsl.engine.contracts import Model
 from dsl.errors import DslError
 from dsl.networks._common import with_defaults
 from dsl.networks._groups import declare_head
@@ -106,7 +108,7 @@ def anchors_fit(section: dict[str, Any], declared: Declared) -> list[Problem]:
     batch=("image", "boxes"),
     rules=[anchors_fit],
 )
-def build(params: dict[str, Any], context: Any) -> Any:
+def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The detector: images (B, H, W, C) -> float32 (B, anchors, 4 + num_classes)."""
     import tensorflow as tf
 
@@ -152,7 +154,7 @@ def _small_backbone(images: Any, p: dict[str, Any], deepest: int) -> dict[int, A
     return features
 
 
-def _application(images: Any, p: dict[str, Any], context: Any) -> dict[int, Any]:
+def _application(images: Any, p: dict[str, Any], context: BuildContext) -> dict[int, Any]:
     import tensorflow as tf
 
     name = p["backbone"]
