@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsl.inputters._common import data_rows
+
 BOX_COLUMNS = ("image_path", "x_min", "y_min", "x_max", "y_max", "label")
 
 
@@ -98,17 +100,7 @@ def csv_images(csv_path: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | 
 
 
 def _rows(csv_path: Path) -> Iterator[tuple[int, list[str]]]:
-    with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        first = True
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            if first:
-                first = False
-                if [cell.strip() for cell in row] == list(BOX_COLUMNS):
-                    continue
-            yield reader.line_num, row
+    return data_rows(csv_path, lambda row: [cell.strip() for cell in row] == list(BOX_COLUMNS))
 
 
 def _csv_row(csv_path: Path, line: int, row: list[str], images: dict[str, ImageBoxes],

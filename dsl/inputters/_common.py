@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import bisect
 import copy
+import csv
 import glob
 import os
 from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,3 +229,19 @@ def check_num_classes(found: int, params: dict[str, Any], key: str, what: str) -
     expected = params["num_classes"]
     if found != expected:
         raise DslError(f"{key}: {what} but inputter.num_classes is {expected}; make them agree")
+
+
+def data_rows(csv_path: Path, is_header: Callable[[list[str]], bool]) -> Iterator[tuple[int, list[str]]]:
+    """(line, row) of every non-blank row of a CSV file; its first such row is left out when
+    `is_header(row)` says it is a header (each CSV inputter knows what its header looks like)."""
+    with open(csv_path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        first = True
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if first:
+                first = False
+                if is_header(row):
+                    continue
+            yield reader.line_num, row

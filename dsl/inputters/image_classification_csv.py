@@ -25,6 +25,7 @@ from dsl.inputters._common import (
     Listing,
     as_list,
     check_num_classes,
+    data_rows,
     existing_file,
     image_shape_param,
     skipped_outputs,
@@ -122,17 +123,7 @@ def _read_csv(csv_path: Path, listing: Listing, num_classes: int, header: str | 
 
 def _data_rows(csv_path: Path, header: str | bool) -> Iterator[tuple[int, list[str]]]:
     """(line, row) of every non-blank row, the header row left out."""
-    with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        first = True
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            if first:
-                first = False
-                if header is True or (header == "auto" and _looks_like_header(row)):
-                    continue
-            yield reader.line_num, row
+    return data_rows(csv_path, lambda row: header is True or (header == "auto" and _looks_like_header(row)))
 
 
 # What a data row's first cell names: an image file (a header's says `path`, `filename`, ...).

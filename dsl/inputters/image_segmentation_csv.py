@@ -28,6 +28,7 @@ from dsl.inputters._common import (
     MODES,
     Listing,
     as_list,
+    data_rows,
     existing_file,
     image_shape_param,
     skipped_outputs,
@@ -195,14 +196,5 @@ def _listed_rows(value: str, key: str, params: dict[str, Any]) -> Iterator[Any]:
 
 def _data_rows(csv_path: Path, header: str | bool) -> Iterator[tuple[int, list[str]]]:
     """(line, row) of every non-blank row, the header row left out."""
-    with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        first = True
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            if first:
-                first = False
-                if header is True or (header == "auto" and not any(os.path.splitext(cell.strip())[1] for cell in row)):
-                    continue
-            yield reader.line_num, row
+    return data_rows(csv_path, lambda row: header is True or (
+        header == "auto" and not any(os.path.splitext(cell.strip())[1] for cell in row)))
