@@ -137,3 +137,33 @@ def test_a_metric_declaring_an_unknown_reduction_is_named() -> None:
     metric.reduction_across_ranks = "average"  # type: ignore[attr-defined]
     with pytest.raises(DslError, match="metric 'odd' declares reduction_across_ranks 'average'"):
         reduced_results({"odd": metric}, TwoRanks({}))
+
+
+def test_a_classifiers_per_class_report_of_two_ranks_is_that_of_one_process() -> None:
+    """The report is made while the metrics hold both ranks' summed confusion matrix (while_summed)."""
+    from dsl.context import BuildContext
+    from dsl.engine.phase_report import PhaseReport
+    from dsl.registry import lookup
+
+    context = BuildContext(pipeline={"runner": {}}, image_shape=(4, 4, 1), num_classes=3, class_names=["a", "b", "c"])
+    classifier = lookup("modeler", "image_classification").builder({"type": "image_classification"}, context)
+    rng = np.random.default_rng(1)
+    labels, logits = rng.integers(0, 3, size=20), rng.normal(size=(20, 3)).astype(np.float32)
+
+    def counted(rows: slice) -> dict[str, Any]:
+        metrics = classifier.metrics("val")
+        for metric in metrics.values():
+            metric.update_state(labels[rows], logits[rows])
+        return metrics
+
+    alone, rank0, rank1 = counted(slice(0, 20)), counted(slice(0, 13)), counted(slice(13, 20))
+    expected, own = PhaseReport(classifier), PhaseReport(classifier)
+    expected.take(alone)
+    own.take(rank0)
+    report = PhaseReport(classifier)
+    reduced = reduced_results(rank0, TwoRanks(rank1), lambda: report.take(rank0))
+
+    assert report.last == expected.last and report.last != own.last
+    assert report.outputs() == expected.outputs() and sum(v for k, v in report.outputs().items() if k.startswith("support_")) == 20
+    assert reduced["macro_f1"] == pytest.approx(float(alone["macro_f1"].result()), abs=1e-7)
+    assert classifier.report(rank0) == own.last  # rank 0 keeps its own counts afterwards

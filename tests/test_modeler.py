@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -371,3 +372,20 @@ def test_another_modeler_shares_the_optimizer_and_schedule_settings() -> None:
     jsonschema.validate({"optimizer": {"type": "momentum", "momentum": 0.5}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"optimizer": {"type": "adam", "momentum": 0.5}}, schema)
+
+
+def test_per_class_values_for_the_val_record_are_named_by_class_and_optional():
+    context = BuildContext(pipeline={"runner": {}}, image_shape=(4, 4, 1), num_classes=3,
+                           class_names=["cat", "hot dog", "dog"])
+    builder = lookup("modeler", "image_classification").builder
+    classifier = builder({"type": "image_classification"}, context)
+    metrics = classifier.metrics("val")
+    metrics["macro_f1"].update_state(tf.constant([0, 1, 2, 2]), tf.constant(np.eye(3, dtype=np.float32)[[0, 1, 1, 2]]))
+    report = classifier.report(metrics)
+    values = classifier.report_outputs(report)
+    assert list(values)[:3] == ["precision_cat", "precision_hot_dog", "precision_dog"]
+    assert values["recall_dog"] == 0.5 and values["precision_hot_dog"] == 0.5 and values["support_dog"] == 2
+    assert values["f1_cat"] == 1.0 and len(values) == 12
+    # Above per_class_metrics classes the record keeps macro_f1 only, and nothing is drawn.
+    lean = builder({"type": "image_classification", "per_class_metrics": 2}, context)
+    assert lean.report_outputs(report) == {} and lean.write_report(report, Path("unused"), "val", "t") == {}

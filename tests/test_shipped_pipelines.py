@@ -190,6 +190,12 @@ def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: st
     assert len(scores) == (1 if name == "quickstart.yaml" else 6), ranks
     for key in scores:
         assert alone[key] == pytest.approx(ranks[key], abs=1e-6), key
+    # A classifier's per-class table in the ranks' val record: from the summed confusion matrix, so exactly
+    # the one eval prints for the same weights (support counts every val example once).
+    assert ("per_class" in alone) == (name == "quickstart.yaml")
+    for row in alone.get("per_class", []):
+        for value in ("precision", "recall", "f1", "support"):
+            assert ranks[f"{value}_{row['class']}"] == pytest.approx(row[value], abs=1e-6), (value, row)
     if name == "detection.yaml":
         assert ranks["map_50"] > 0, ranks  # detections were scored, so the equality above says something
     # Detection's loss is divided per batch by the batch's positive anchors: batches of 8 + 7 on two

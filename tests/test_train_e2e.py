@@ -88,6 +88,9 @@ def test_training_learns_and_fills_the_run_directory(trained: Path) -> None:
     assert [r["epoch"] for r in train] == [1, 2, 3]
     assert train[-1]["loss"] < train[0]["loss"]
     assert val[-1]["accuracy"] > 0.5  # four classes: chance is 0.25
+    # Each val record has the per-class table (flat, for per-epoch plots); the latest matrix is drawn beside it.
+    assert {"precision_3", "recall_3", "f1_3"} <= val[-1].keys() and sum(val[-1][f"support_{k}"] for k in range(4)) == 64
+    assert (run / "confusion_matrix_val.png").read_bytes().startswith(b"\x89PNG")
     assert (run / "pipeline.yaml").read_text().startswith("version: 1")
     assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == [
         "ckpt-12.index", "ckpt-24.index", "ckpt-36.index"
@@ -117,6 +120,13 @@ def test_eval_reproduces_the_logged_accuracy(trained: Path) -> None:
     png = run / "confusion_matrix_val.png"
     assert result["confusion_matrix_png"] == str(png) and png.read_bytes().startswith(b"\x89PNG")
     assert list((run / "tensorboard" / "eval").glob("events.out.tfevents.*"))
+    # The val phase's record holds the same per-class table the eval of its checkpoint prints.
+    for row in result["per_class"]:
+        for value in ("precision", "recall", "f1", "support"):
+            assert logged[f"{value}_{row['class']}"] == pytest.approx(row[value], abs=1e-6), (value, row)
+    # ... and each val phase drew its matrix in TensorBoard (the run's val directory).
+    events = b"".join(p.read_bytes() for p in (run / "tensorboard" / "val").glob("events.out.tfevents.*"))
+    assert events.count(b"val/confusion_matrix") >= 3
 
 
 def test_export_reload_gives_the_same_predictions(trained: Path, data: Path, tmp_path: Path) -> None:

@@ -51,32 +51,12 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     # Where the weights were taken (a best/ checkpoint's from best.json; null when unknown).
     where = {"checkpoint": runner.restored_from, "step": runner.restored_step, "epoch": runner.restored_epoch}
     record = {"mode": mode, **where, **values}
-    runner.log_metrics(f"eval_{mode}", {**where, **values})
-    report = _class_report(runner, mode)
+    runner.log_metrics(f"eval_{mode}", {**where, **values, **runner.report.outputs()})
+    # A classifier's per-class table and confusion matrix (the modeler's report, dsl/engine/phase_report.py),
+    # also drawn as confusion_matrix_<mode>.png next to the metrics file and in TensorBoard's eval directory.
+    pictures = runner.report.write(runner, mode, "eval", int(runner.restored_step or 0), f"{mode}, step {runner.restored_step}")
     if runner.placement.is_chief:
-        click.echo(json.dumps({**record, **report}))
-
-
-def _class_report(runner: Any, mode: str) -> dict[str, Any]:
-    """A classifier's per-class table and confusion matrix (the modeler's `report`, {} for others),
-    also drawn as `confusion_matrix_<mode>.png` next to the metrics file and in TensorBoard."""
-    report = getattr(runner.modeler, "report", None)
-    found = report(runner.metrics["val"]) if report is not None else None
-    if not found or not runner.placement.is_chief:
-        return {}
-    import tensorflow as tf
-
-    from dsl.commands._confusion_png import confusion_png, png_summary
-
-    path = runner.model_dir / f"confusion_matrix_{mode}.png"
-    names = [row["name"] for row in found["per_class"]]
-    confusion_png(found["confusion_matrix"], names, path, f"{mode}, step {runner.restored_step}")
-    writer = runner.summary_writer("eval")
-    with writer.as_default():
-        png_summary(path, f"eval_{mode}/confusion_matrix", step=int(runner.restored_step or 0))
-    writer.flush()
-    del tf
-    return {**found, "confusion_matrix_png": str(path)}
+        click.echo(json.dumps({**record, **(runner.report.last or {}), **pictures}))
 
 
 def _require_data(runner: Any, mode: str, error: type) -> None:

@@ -48,10 +48,6 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     sys.exit(code)
 
 
-# Record fields that are no validation output.
-_NOT_OUTPUTS = ("mode", "epoch", "step", "time", "seconds", "partial")
-
-
 def _final_validation(runner: Any) -> None:
     """The last val phase's outputs: this run's, or — for a run already finished (the same command
     run again) — its records', so a second `make demo` still says how well it does."""
@@ -59,8 +55,10 @@ def _final_validation(runner: Any) -> None:
     if not finals and runner.already_finished and runner.metrics_file is not None:
         finals = [record for record in runner.metrics_file.read() if record.get("mode") == "val"]
     if finals:
-        values = ", ".join(f"{k} {float(v):.4f}" for k, v in finals[-1].items()
-                           if k not in _NOT_OUTPUTS and isinstance(v, (int, float, str)) and _is_number(v))
+        # The val phase's outputs only: a record also holds fields that are none (step, time, a
+        # classifier's per-class table).
+        outputs = {*runner.metrics["val"], "skipped_examples"}
+        values = ", ".join(f"{k} {float(v):.4f}" for k, v in finals[-1].items() if k in outputs and _is_number(v))
         click.echo(f"dslrun: final validation (step {finals[-1]['step']}): {values}")
 
 

@@ -19,10 +19,13 @@ So a metric is reduced by its *state*, as MMEngine's Evaluator and Model Garden'
   order). The backend gathers the parts and every rank computes the same value.
 
 The metrics' own state is restored afterwards: a rank keeps counting only what it saw.
+What must read the summed state itself (a classifier's per-class table from its confusion
+matrix) is given `while_summed`, called while the metrics hold every rank's sums.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -55,13 +58,17 @@ def reduction_of(metric: Any) -> str:
     return str(reduction)
 
 
-def reduced_results(metrics: dict[str, Any], reducer: RankReducer) -> dict[str, float]:
+def reduced_results(metrics: dict[str, Any], reducer: RankReducer,
+                    while_summed: Callable[[], None] | None = None) -> dict[str, float]:
     """Every metric's value over the data of all ranks (one process: its own results).
 
     Each rank must call this with the same metrics in the same order: the sums and the
-    gathers are collective operations.
+    gathers are collective operations. `while_summed` is called on every rank while the
+    summed metrics hold the totals of all ranks.
     """
     if reducer.placement.world_size <= 1:
+        if while_summed is not None:
+            while_summed()
         return {name: float(metric.result()) for name, metric in metrics.items()}
     summed = [metric for metric in metrics.values() if reduction_of(metric) == SUMMED]
     gathered = {name: metric for name, metric in metrics.items() if reduction_of(metric) == GATHERED}
@@ -74,6 +81,8 @@ def reduced_results(metrics: dict[str, Any], reducer: RankReducer) -> dict[str, 
         for variable, total in zip(state, totals):
             variable.assign(total.astype(variable.dtype.as_numpy_dtype))
         results = {name: float(metric.result()) for name, metric in metrics.items() if name not in gathered}
+        if while_summed is not None:
+            while_summed()
     finally:
         for variable, value in zip(state, local):
             variable.assign(value)

@@ -5,6 +5,7 @@ Layout of `runner.model_dir`:
     checkpoints/           tf.train.CheckpointManager (model, optimizer, step, epoch, data position)
     tensorboard/<mode>/    TensorBoard event files
     metrics.jsonl|csv      one record per finished phase (and what callbacks log)
+    confusion_matrix_<mode>.png   a classifier's latest matrix of val (or eval --mode test) data
     .metrics.lock          taken while a record is written: the trainer and an `eval --watch`
                            process write the same metrics file
 """

@@ -31,6 +31,7 @@ from dsl.engine.contracts import Backend, StepCall
 from dsl.engine.data_feed import DataFeed, explain_failure
 from dsl.engine.divergence import DivergenceGuard
 from dsl.engine.metric_reduction import reduced_results
+from dsl.engine.phase_report import PhaseReport
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import replicas_agree
@@ -104,13 +105,12 @@ class Runner:
         self.summaries = SummaryWriters(self.model_dir, self.placement)
         self._graph_args: tuple[Any, ...] | None = None
 
-        self.mode = "train"
-        self.inner_step = 0
+        self.mode, self.inner_step, self.iter_seconds = "train", 0, 0.0
         self.phase_steps: int | None = None
         self.outputs: dict[str, float] = {}
         self.phase_outputs: dict[str, float] = {}
+        self.report = PhaseReport(self.modeler)  # the modeler's report of the last val pass, e.g. per class
         self.history: list[dict[str, Any]] = []
-        self.iter_seconds = 0.0
         self.should_stop, self.failed, self.stop_reason = False, False, ""  # request_stop / fail
         self.already_finished: str | None = None  # why a re-run had nothing to do
         self._signal, self._stopping = 0, False  # SIGTERM/SIGINT received: save, exit 128 + signal; stop agreed
@@ -274,7 +274,7 @@ class Runner:
         if steps == 0:
             raise DslError(f"the {mode} data of this rank is empty; check inputter.{mode}")
         self._val_call(self.data.eval_iterator(mode), tf.constant(steps, tf.int32))
-        return reduced_results(self.metrics["val"], self.backend)
+        return reduced_results(self.metrics["val"], self.backend, lambda: self.report.take(self.metrics["val"]))
 
     def take_restored_position(self) -> None:
         """The step and epoch of the checkpoint a weights reader just restored (eval --watch)."""
@@ -376,7 +376,7 @@ class Runner:
         if skipped is not None:
             self.phase_outputs["skipped_examples"] = skipped
         self.history.append(record := {"mode": mode, **self.run_state.phase_epoch(partial), "step": self.step, **self.phase_outputs})
-        self.log_metrics(mode, {**record, "seconds": round(seconds, 3)})
+        self.log_metrics(mode, {**record, **self.report.finish(self, mode), "seconds": round(seconds, 3)})
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from dsl.engine.checkpointing import Checkpoints
 from dsl.engine.contracts import RunnerView
+from dsl.engine.phase_report import PhaseReport
 from dsl.engine.rundir import MetricsFile, read_done
 
 
@@ -35,6 +36,7 @@ class Watcher(RunnerView, Protocol):
 
     checkpoints: Checkpoints
     metrics_file: MetricsFile | None
+    report: PhaseReport
 
     def evaluate(self, mode: str = "val", max_steps: int | None = None) -> dict[str, float]: ...
     def take_restored_position(self) -> None: ...
@@ -110,7 +112,8 @@ def evaluate_checkpoint(runner: Watcher, path: str, mode: str) -> bool:
     runner.take_restored_position()
     values = runner.evaluate(mode)
     name = Path(path).name
-    runner.log_metrics("eval", {"checkpoint": name, "data": mode, **values})
+    runner.log_metrics("eval", {"checkpoint": name, "data": mode, **values, **runner.report.outputs()})
+    runner.report.write(runner, mode, "eval", runner.step, f"{mode}, {name}")
     with runner.summary_writer("eval").as_default():
         for key, value in values.items():
             tf.summary.scalar(f"eval/{key}", value, step=runner.step)

@@ -10,11 +10,13 @@ Pure Python at import time: TensorFlow is imported inside the methods.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from dsl.context import BuildContext
 from dsl.errors import DslError
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
+from dsl.modelers._class_keys import class_keys
 
 PARAMS: dict[str, dict[str, Any]] = {
     "label_smoothing": {
@@ -30,6 +32,17 @@ PARAMS: dict[str, dict[str, Any]] = {
         "items": {"type": "integer", "minimum": 2},
         "uniqueItems": True,
         "default": [],
+    },
+    "per_class_metrics": {
+        "description": (
+            "Up to this many classes, each val record of metrics.jsonl also holds every class's precision_<class>, "
+            "recall_<class>, f1_<class> and support_<class> (from the val phase's confusion matrix, exact across "
+            "ranks), and the matrix is drawn as confusion_matrix_val.png and a TensorBoard image; with more classes "
+            "(or 0) only macro_f1 is recorded. `dslrun eval` prints the per-class table whatever the value."
+        ),
+        "type": "integer",
+        "minimum": 0,
+        "default": 50,
     },
     **TRAINING_PARAMS,
 }
@@ -108,6 +121,31 @@ class ClassificationModeler(BaseModeler):
         if metric is None:
             return None
         return class_report(metric.total_cm.numpy(), getattr(self.context, "class_names", None))
+
+    def report_outputs(self, report: dict[str, Any]) -> dict[str, float]:
+        """`precision_<class>`, `recall_<class>`, `f1_<class>`, `support_<class>` of each class for the
+        val record (names from the data's classes), flat so a per-epoch plot reads them like any
+        metric; {} above `per_class_metrics` classes."""
+        rows = report["per_class"]
+        if len(rows) > self.params["per_class_metrics"]:
+            return {}
+        keys = class_keys(len(rows), [row["name"] for row in rows])
+        return {f"{value}_{key}": row[value] for value in ("precision", "recall", "f1", "support")
+                for key, row in zip(keys, rows)}
+
+    def write_report(self, report: dict[str, Any], folder: Path, mode: str, title: str) -> dict[str, str]:
+        """The confusion matrix as `confusion_matrix_<mode>.png` in `folder` (the latest evaluation of
+        `mode`'s data) and as the TensorBoard image `<mode>/confusion_matrix`; none above
+        `per_class_metrics` classes (a picture of hundreds of classes helps nobody)."""
+        from dsl.modelers._confusion_png import confusion_png, png_summary
+
+        rows = report["per_class"]
+        if len(rows) > self.params["per_class_metrics"]:
+            return {}
+        path = Path(folder) / f"confusion_matrix_{mode}.png"
+        confusion_png(report["confusion_matrix"], [row["name"] for row in rows], path, title)
+        png_summary(path, f"{mode}/confusion_matrix")
+        return {"confusion_matrix_png": str(path)}
 
     def predictions(self, logits: Any) -> dict[str, Any]:
         """{'classes': int32 (B,), 'probabilities': float32 (B, num_classes)}, and 'class_names':

@@ -6,21 +6,20 @@ inputter's `ignore_label` count in no loss nor metric. What every modeler shares
 (optimizer, lr_schedule, weight_decay) is `dsl.modelers._base.BaseModeler`.
 
 Metrics: `mean_iou`, `pixel_accuracy` and `iou_<k>` for each class k, from one confusion
-matrix per phase (dsl/modelers/_segmentation_metrics.py). Over several ranks the loop
-averages each rank's result weighted by its examples, so mean and per-class IoU are the
-average of the ranks' IoUs, close to but not exactly the IoU of the pooled confusion
-matrix; pixel accuracy is exact when the ranks count as many pixels.
+matrix per phase (dsl/modelers/_segmentation_metrics.py). Over several ranks the matrices
+are summed before any IoU is computed (dsl/engine/metric_reduction.py), so every value is
+the one a single process gets on the same data.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
 from dsl.errors import DslError
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler, check_patterns
+from dsl.modelers._class_keys import class_keys
 from dsl.registry import register
 from dsl.rules import checked, one_per_class
 
@@ -63,11 +62,7 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
 def iou_names(num_classes: int, class_names: Any) -> list[str]:
     """`iou_<name>` per class when the classes have usable names (letters, digits and `_`; other
     characters become `_`; distinct), else `iou_<k>`."""
-    if isinstance(class_names, list) and len(class_names) == num_classes:
-        names = [re.sub(r"[^0-9A-Za-z_]+", "_", str(name)).strip("_") for name in class_names]
-        if all(names) and len(set(names)) == len(names):
-            return [f"iou_{name}" for name in names]
-    return [f"iou_{k}" for k in range(num_classes)]
+    return [f"iou_{key}" for key in class_keys(num_classes, class_names)]
 
 
 @register(

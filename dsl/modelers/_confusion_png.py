@@ -1,8 +1,10 @@
-"""A confusion matrix as a picture for a person: the PNG `dslrun eval` writes beside the
-metrics file and shows in TensorBoard (the numbers are the modeler's `report`)."""
+"""A confusion matrix as a picture for a person: the PNG a classifier's val phase and
+`dslrun eval` write beside the metrics file and show in TensorBoard (the numbers are the
+modeler's `report`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +34,14 @@ def confusion_png(matrix: np.ndarray, names: list[str] | None, path: Path, title
             draw.text((box[0] + 6, box[1] + cell // 2 - 5), str(int(matrix[row, column])),
                       fill="white" if shade < 110 else "black")
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a run and an `eval --watch` may draw the same file
+    image.save(partial, format="PNG", compress_level=1)  # fast: a 50-class matrix is 2300 pixels wide
+    os.replace(partial, path)
 
 
-def png_summary(path: Path, tag: str, step: int) -> None:
-    """The PNG at `path` as a TensorBoard image (in the summary writer that is the default)."""
+def png_summary(path: Path, tag: str) -> None:
+    """The PNG at `path` as a TensorBoard image (in the default summary writer, at its step)."""
     import tensorflow as tf
 
     image = tf.io.decode_png(tf.io.read_file(str(path)), channels=3)
-    tf.summary.image(tag, image[tf.newaxis], step=step)
+    tf.summary.image(tag, image[tf.newaxis])
