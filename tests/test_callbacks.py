@@ -27,6 +27,7 @@ from dsl.context import BuildContext, Placement
 from dsl.engine.contracts import RunnerView
 from dsl.errors import DslError
 from dsl.scaling import Scaling
+from dsl.sync_batch_norm import BatchNormSync
 
 Values = Callable[["FakeRunner"], dict[str, float]]
 
@@ -68,6 +69,7 @@ class FakeRunner:
         self.steps_per_epoch, self.steps_per_call, self.val_steps = steps_per_epoch, steps_per_call, val_steps
         self.batch_size, self.global_batch_size = batch_size, batch_size * world_size
         self.scaling = Scaling(world_size, batch_size * world_size, batch_size, "none", "none", 1.0)
+        self.batch_norm_sync: BatchNormSync | None = None  # no backend decided: nothing to say in the header
         # What the header reads of the modeler: the base rate and the schedule (a constant here).
         self.modeler: Any = SimpleNamespace(params={"optimizer": {"learning_rate": 0.1}},
                                             learning_rate=lambda steps_per_epoch, scale=1.0: 0.1 * scale)

@@ -22,6 +22,7 @@ from dsl.errors import DslError
 
 if TYPE_CHECKING:
     from dsl.scaling import Scaling
+    from dsl.sync_batch_norm import BatchNormSync
 
 Tensor = Any  # tf.Tensor
 Dataset = Any  # tf.data.Dataset
@@ -213,6 +214,7 @@ class RunnerView(Protocol):
     batch_size: int  # this replica's
     global_batch_size: int
     scaling: Scaling  # batch and learning-rate factor at this world size
+    batch_norm_sync: BatchNormSync | None  # whether batch norm is synchronised at this world size
     modeler: Modeler
     steps_per_epoch: int
     mode: str
@@ -272,7 +274,7 @@ class Backend(Protocol):
 
     def setup(self) -> None: ...
     def scope(self) -> AbstractContextManager[Any]: ...
-    def prepare_model(self, model: Model) -> Model: ...
+    def prepare_model(self, model: Model, batch_norm: BatchNormSync) -> Model: ...
     def replicas_in_step(self) -> int: ...
     def make_train_call(self, parts: StepParts) -> StepCall: ...
     def make_val_call(self, parts: StepParts) -> StepCall: ...
