@@ -71,6 +71,11 @@ class Backend:
         1 here."""
         return 1
 
+    def asynchronous_workers(self) -> int:
+        """How many workers update the variables without waiting for each other (dsl.scaling
+        divides the learning rate by it, their mean staleness): 1 for a synchronous backend."""
+        return 1
+
     def wrap_tape(self, tape: Any) -> Any:
         """The gradient tape whose `gradient` reduces across replicas; unchanged here."""
         return tape

@@ -105,7 +105,7 @@ def test_world_size_with_a_per_rank_batch_divides_the_steps_and_scales_the_rate(
     scaling = json.loads(result.stdout)["files"][0]["data"][-1]["scaling"]
     assert scaling == {"world_size": 2, "replicas": 2, "batch_size": 8, "global_batch_size": 16, "learning_rate": 0.2,
                        "lr_factor": 2.0, "lr_scaling": "linear", "batch_scaling": "linear", "warmup_steps": 0,
-                       "steps_per_epoch": 3, "run_steps": 6, "sync_batch_norm": False}
+                       "asynchronous_workers": 1, "steps_per_epoch": 3, "run_steps": 6, "sync_batch_norm": False}
     # A doubled rate with no warmup: warned at the setting that scaled it, with the fix.
     result = invoke("validate", "--data", "--world-size", "2", str(path))
     assert result.exit_code == 0
@@ -390,6 +390,17 @@ def test_validate_data_imports_no_tensorflow(tmp_path: Path, data: Path) -> None
     from test_no_tensorflow import loaded_modules
 
     assert loaded_modules("validate", "--data", str(pipeline(tmp_path, data))) == []
+
+
+def test_an_asynchronous_cluster_divides_the_rate_by_its_workers_and_says_so(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", "--world-size", "4", str(path), "--set", "runner.backend=ps")
+    assert result.exit_code == 0, result.stdout
+    assert ("runner at 4 processes: batch 8 per update from 4 asynchronous workers, learning rate 0.025 "
+            "(x0.25, async_lr_scaling staleness)") in result.stdout
+    off = invoke("validate", "--data", "--world-size", "4", str(path), "--set", "runner.backend=ps",
+                 "--set", "runner.async_lr_scaling=none")
+    assert "learning rate 0.1 (x1, async_lr_scaling none)" in off.stdout
 
 
 CNN = "network: {type: simple_cnn, filters: [4], dense_units: 8, batch_norm: true}"

@@ -15,7 +15,7 @@ from typing import Any
 from dsl import backend_registry
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
-from dsl.scaling import Scaling, ScalingError, replicas_for, scaling_for, warmup_steps
+from dsl.scaling import Scaling, ScalingError, asynchronous_workers_for, replicas_for, scaling_for, warmup_steps
 from dsl.sync_batch_norm import SMALL_BATCH, BatchNormSync, decide, normalises, switch_for
 
 
@@ -48,6 +48,7 @@ class ScalingReport:
                 "batch_size": self.scaling.batch_size, "global_batch_size": self.scaling.global_batch_size,
                 "learning_rate": self.base_learning_rate * self.scaling.lr_factor, "lr_factor": self.scaling.lr_factor,
                 "lr_scaling": self.scaling.lr_scaling, "batch_scaling": self.scaling.batch_scaling,
+                "asynchronous_workers": self.scaling.asynchronous_workers,
                 "warmup_steps": self.warmup_steps, "steps_per_epoch": self.steps_per_epoch, "run_steps": self.run_steps,
                 "sync_batch_norm": self.batch_norm.on,
             }
@@ -57,7 +58,8 @@ class ScalingReport:
 def scaling_at(resolved: dict[str, Any], world_size: int, sources: SourceMap) -> tuple[Scaling | None, list[Diagnostic]]:
     """The scaling `world_size` processes get, or a located error when the batch cannot be shared."""
     try:
-        return scaling_for(resolved, replicas_for(resolved.get("runner") or {}, world_size)), []
+        runner = resolved.get("runner") or {}
+        return scaling_for(resolved, replicas_for(runner, world_size), asynchronous_workers_for(runner, world_size)), []
     except ScalingError as exc:
         path: JsonPath = ("inputter", "batch_size")
         return None, [Diagnostic.at(sources.locate(path), path, str(exc))]

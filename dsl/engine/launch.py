@@ -33,7 +33,7 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
     if pipeline["runner"].get("elastic") is not None and not elastic and backend.placement.is_chief:
         print(f"dslrun: runner.elastic has no effect on the {spec.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
-    scaling = scaling_for(pipeline, backend.replicas_in_step())
+    scaling = scaling_for(pipeline, backend.replicas_in_step(), backend.asynchronous_workers())
     seed = configure_tensorflow(pipeline)
     decided: list[BatchNormSync] = []
 
