@@ -848,6 +848,21 @@ def test_divergence_names_the_scaling_when_the_rate_was_scaled(tmp_path):
         "runner.batch_scaling: none")
 
 
+def test_divergence_of_asynchronous_workers_names_the_rate_they_train_at(tmp_path):
+    from dsl.scaling import Scaling
+
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4)
+    runner.scaling = Scaling(1, 4, 4, "none", "staleness", 0.25, asynchronous_workers=4)
+    runner.run([guard()], sequence("loss", [2.3, float("nan")], learning_rate=0.025))
+    assert runner.failed and "the learning rate is 0.025 = 0.1 / 4 (4 asynchronous workers, " \
+        "runner.async_lr_scaling: staleness) with no warmup: lower modeler.optimizer.learning_rate" in runner.stop_reason
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4)
+    runner.scaling = Scaling(1, 4, 4, "none", "none", 1.0, asynchronous_workers=4)
+    runner.run([guard()], sequence("loss", [2.3, float("nan")]))
+    assert "the learning rate is 0.1 for each of 4 asynchronous workers (runner.async_lr_scaling: none) with no " \
+        "warmup: set runner.async_lr_scaling: staleness" in runner.stop_reason
+
+
 def test_divergence_warn_goes_on_and_off_or_after_the_window_says_nothing(tmp_path, capsys):
     runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=2)
     runner.run([guard(action="warn", patience=1)], sequence("loss", [1.0, 50.0, 60.0, 70.0]))
