@@ -90,13 +90,12 @@ def decide(runner: dict[str, Any], switch: str | None, batch_size: int, replicas
 
 def switch_for(runner: dict[str, Any]) -> str | None:
     """The `runner` path that synchronises batch norm for this pipeline before its backend exists
-    (`dslrun validate`): its backend's switch, or (`auto`, or a backend without one) the first of
-    `auto`'s backends that has one."""
-    for specs in (backend_registry.candidates(runner), backend_registry.auto_order(), backend_registry.backends()):
-        switches = [spec.capabilities.sync_batch_norm for spec in specs if spec.capabilities.sync_batch_norm]
-        if switches:
-            return switches[0]
-    return None
+    (`dslrun validate`): the named backend's switch (None: it has none, as a parameter-server
+    cluster), or with `runner.backend: auto` the first of `auto`'s backends that has one (what
+    several processes run on)."""
+    switches = [spec.capabilities.sync_batch_norm for spec in backend_registry.candidates(runner)
+                if spec.capabilities.sync_batch_norm]
+    return switches[0] if switches else None
 
 
 def normalises(network: dict[str, Any]) -> bool:

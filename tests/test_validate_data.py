@@ -442,3 +442,14 @@ def test_batch_norm_forced_off_below_16_per_replica_is_a_warning_at_the_switch(t
     forced = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.horovod.sync_batch_norm=true")
     assert "sync batch norm on (runner.horovod.sync_batch_norm: true)" in forced.stdout
     assert "warning" not in forced.stdout
+
+
+def test_a_backend_without_a_batch_norm_switch_says_it_cannot_synchronise(tmp_path: Path, data: Path) -> None:
+    """ps central storage splits a step over its replicas but has no synchronised batch norm: the
+    line says so and the warning names what can, not another backend's switch."""
+    path = pipeline(tmp_path, data, **{"network: {type: mlp, hidden_units: [8]}": CNN})
+    result = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.backend=ps",
+                    "--set", "runner.ps.mode=central_storage")
+    assert "sync batch norm off (this backend cannot synchronise: 4 examples per replica)" in result.stdout
+    assert "this backend cannot synchronise them: raise inputter.batch_size to 32, or train on runner.backend: " \
+        "horovod or collective" in result.stdout

@@ -104,7 +104,7 @@ def _unsynchronised(sources: SourceMap, synced: BatchNormSync, world_size: int, 
            f"global {scaling.declared_batch_size}: few enough to cost accuracy with batch normalisation (cnn_iters, "
            "global 32 on 4 ranks: 0.60 against 0.82 on one process)")
     if synced.switch is None:
-        capable = [spec.name for spec in backend_registry.auto_order() if spec.capabilities.sync_batch_norm]
+        capable = [spec.name for spec in backend_registry.with_capability("sync_batch_norm")]
         path: JsonPath = ("inputter", "batch_size")
         fix = (f"; this backend cannot synchronise them: raise inputter.batch_size to {SMALL_BATCH * scaling.replicas}, "
                f"or train on runner.backend: {' or '.join(capable) or 'a backend that can'}")
