@@ -146,8 +146,10 @@ def _check_world(runner: ElasticRunner, settings: dict[str, Any], resets: int) -
     size = runner.placement.world_size
     low, high = settings["min_workers"], settings["max_workers"]
     if resets:
+        synced = runner.batch_norm_sync.describe() if runner.batch_norm_sync else ""
         runner.notice(f"elastic: the ranks changed; continuing from the commit at step {runner.step} "
-                      f"with {size} rank(s): {runner.scaling.describe()}, {runner.steps_per_epoch} steps per epoch")
+                      f"with {size} rank(s): {runner.scaling.describe()}, {runner.steps_per_epoch} steps per epoch"
+                      + (f", {synced}" if synced else ""))
     else:
         runner.notice(f"elastic: training with {size} rank(s), committing every {settings['commit_every_n_steps']} steps")
     if size < low or (high is not None and size > high):

@@ -54,3 +54,30 @@ def _clone(model: tf.keras.Model, synced_class: Any) -> tf.keras.Model:
 def _is_graph_network(model: Any) -> bool:
     """Functional and Sequential models can be rebuilt from their config; subclassed ones cannot."""
     return bool(getattr(model, "_is_graph_network", False))
+
+
+def horovod_switchable() -> type:
+    """Horovod's SyncBatchNormalization with a switch (`synchronised`) read when the train call is
+    traced: off, it normalises over the rank's own batch like a plain (non-fused) layer. An
+    elastic run with `sync_batch_norm: auto` decides again at every size (dsl/sync_batch_norm.py)
+    and traces its calls again, so the same layers serve both decisions. Imports Horovod."""
+    from horovod.tensorflow import SyncBatchNormalization
+
+    class SwitchableSyncBatchNormalization(SyncBatchNormalization):
+        synchronised = True
+
+        def _moments(self, inputs: Any, reduction_axes: Any, keep_dims: Any, **kwargs: Any) -> Any:
+            if not self.synchronised:
+                return BatchNormalization._moments(self, inputs, reduction_axes, keep_dims=keep_dims, **kwargs)
+            return super()._moments(inputs, reduction_axes, keep_dims=keep_dims, **kwargs)
+
+    return SwitchableSyncBatchNormalization
+
+
+def set_synchronised(model: tf.keras.Model, on: bool) -> int:
+    """Switch every switchable layer of `model` (see `horovod_switchable`); how many there are."""
+    layers = [layer for layer in model.submodules if hasattr(layer, "synchronised")]
+    for layer in layers:
+        layer.synchronised = on
+    return len(layers)
+

@@ -14,6 +14,7 @@ from typing import Any
 
 from dsl.context import Placement
 from dsl.engine.contracts import ElasticRunner, Evaluator, StepCall, StepParts
+from dsl.sync_batch_norm import BatchNormSync
 
 
 class Backend:
@@ -70,6 +71,11 @@ class Backend:
         1 here."""
         return 1
 
+    def asynchronous_workers(self) -> int:
+        """How many workers update the variables without waiting for each other (dsl.scaling
+        divides the learning rate by it, their mean staleness): 1 for a synchronous backend."""
+        return 1
+
     def wrap_tape(self, tape: Any) -> Any:
         """The gradient tape whose `gradient` reduces across replicas; unchanged here."""
         return tape
@@ -77,9 +83,11 @@ class Backend:
     def broadcast(self, variables: list[Any]) -> None:
         """Make every replica hold the chief's values of `variables`; nothing to do here."""
 
-    def prepare_model(self, model: Any) -> Any:
-        """The network this backend trains, given the one the pipeline built (Horovod may swap
-        its batch-norm layers for synchronised ones); unchanged here."""
+    def prepare_model(self, model: Any, batch_norm: BatchNormSync) -> Any:
+        """The network this backend trains, given the one the pipeline built and whether its batch
+        norm is to be synchronised (dsl/sync_batch_norm.py: Horovod and collective swap its layers
+        for synchronised ones); unchanged here. Called again with the model it returned when an
+        elastic run changes size, and must then return that same model."""
         return model
 
     def average_across_replicas(self, tensors: list[Any]) -> list[Any]:

@@ -32,6 +32,7 @@ from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import StepCall, StepParts
 from dsl.errors import DslError
+from dsl.sync_batch_norm import BatchNormSync
 
 _TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 
@@ -138,8 +139,8 @@ class CollectiveBackend(Backend):
     def make_val_call(self, parts: StepParts) -> StepCall:
         return _Explained(super().make_val_call(parts), self)
 
-    def prepare_model(self, model: Any) -> Any:
-        if not self.settings.get("sync_batch_norm"):
+    def prepare_model(self, model: Any, batch_norm: BatchNormSync) -> Any:
+        if not batch_norm.on:
             return model
         import tensorflow as tf
 

@@ -65,13 +65,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
             },
             "sync_batch_norm": {
                 "description": (
-                    "Compute batch-norm statistics over the global batch (all workers) in every "
-                    "training step (Keras BatchNormalization(synchronized=True)): for small per-worker "
-                    "batches. Off: each worker normalises with its own batch, and the moving "
-                    "statistics are averaged across workers after every call."
+                    "Compute batch-norm statistics over the global batch (all workers) in every training step "
+                    "(Keras BatchNormalization(synchronized=True)). auto: on when the network has batch "
+                    "normalisation and each worker normalises fewer than 16 examples (the global batch divided "
+                    "by the workers); true/false force it. Costs one allreduce per batch-norm layer and step. Off: each worker normalises with its own batch, and the "
+                    "moving statistics are averaged across workers after every call."
                 ),
-                "type": "boolean",
-                "default": False,
+                "enum": [True, False, "auto"],
+                "default": "auto",
             },
         },
         "default": {},

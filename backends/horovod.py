@@ -17,6 +17,7 @@ from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import ElasticRunner
 from dsl.errors import DslError
+from dsl.sync_batch_norm import BatchNormSync
 
 # runner.horovod key -> (Horovod environment variable, conversion)
 _KNOBS: dict[str, tuple[str, Callable[[Any], str]]] = {
@@ -151,14 +152,19 @@ class HorovodBackend(Backend):
             return
         self.hvd.broadcast_variables(variables, root_rank=0)
 
-    def prepare_model(self, model: Any) -> Any:
-        if not self.settings.get("sync_batch_norm"):
+    def prepare_model(self, model: Any, batch_norm: BatchNormSync) -> Any:
+        """Synchronised batch norm when `batch_norm.on`. An elastic run with the switch at `auto`
+        gets switchable layers whatever the size it starts at, so a resize can turn the
+        synchronisation on or off (the train call is traced again after every resize) instead of
+        rebuilding the network mid-run; off, they normalise as plain non-fused layers."""
+        switchable = batch_norm.auto and self.elastic is not None
+        if not batch_norm.on and not switchable:
             return model
-        from horovod.tensorflow import SyncBatchNormalization
+        from backends._sync_batch_norm import convert_batch_norm, horovod_switchable, set_synchronised
 
-        from backends._sync_batch_norm import convert_batch_norm
-
-        return convert_batch_norm(model, SyncBatchNormalization)
+        converted = convert_batch_norm(model, horovod_switchable())
+        set_synchronised(converted, batch_norm.on)
+        return converted
 
     def average_across_replicas(self, tensors: list[Any]) -> list[Any]:
         return list(self.hvd.grouped_allreduce(tensors, op=self.hvd.Average, name="dslrun_replica_state"))

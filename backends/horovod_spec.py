@@ -72,13 +72,15 @@ SETTINGS: dict[str, dict[str, Any]] = {
             },
             "sync_batch_norm": {
                 "description": (
-                    "Compute batch-norm statistics over the global batch (all ranks) in every training "
-                    "step (Horovod's SyncBatchNormalization): for small per-rank batches. Costs one "
-                    "allreduce per batch-norm layer and step. Off: each rank normalises with its own "
-                    "batch, and the moving statistics are averaged across ranks after every call."
+                    "Compute batch-norm statistics over the global batch (all ranks) in every training step "
+                    "(Horovod's SyncBatchNormalization). auto: on when the network has batch normalisation and "
+                    "each rank normalises fewer than 16 examples (the global batch divided by the ranks), "
+                    "decided again when an elastic run changes size; true/false force it. Costs one allreduce "
+                    "per batch-norm layer and step. Off: each rank normalises with its own batch, and the "
+                    "moving statistics are averaged across ranks after every call."
                 ),
-                "type": "boolean",
-                "default": False,
+                "enum": [True, False, "auto"],
+                "default": "auto",
             },
             "fusion_threshold_mb": {
                 "description": "Tensor fusion buffer in MiB (HOROVOD_FUSION_THRESHOLD); null: Horovod's 64.",

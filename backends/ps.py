@@ -160,6 +160,11 @@ class ParameterServerBackend(Backend):
         every update is one worker's batch."""
         return self.placement.world_size if self.mode == "central_storage" else 1
 
+    def asynchronous_workers(self) -> int:
+        """A cluster's workers each apply their own batch to the variables on the ps tasks, as soon
+        as it is computed (the `asynchronous` capability); central storage waits for its replicas."""
+        return self.num_workers if self.mode == "cluster" else 1
+
     def make_iterator(self, dataset_fn: Callable[[], Any]) -> Any:
         if not self.drives_cluster:
             return super().make_iterator(dataset_fn)

@@ -16,7 +16,10 @@ momentum, with a gradual warmup), `sqrt` (x sqrt(k), for adaptive optimizers suc
 
 `replicas` is the number of replicas whose batches one optimizer step combines: the ranks
 of an allreduce; 1 for an asynchronous parameter-server cluster, where each update is one
-worker's batch and nothing is scaled. Pure Python: `dslrun validate` uses it.
+worker's batch and the batch is not scaled. There the N workers' updates are stale instead:
+each gradient was computed on weights about N - 1 updates old, and the rate is divided by N
+(`runner.async_lr_scaling: staleness`, the mean staleness; Zhang et al. 2016, staleness-aware
+async SGD). Pure Python: `dslrun validate` uses it.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ class Scaling:
     declared_batch_size: int  # inputter.batch_size as written
     batch_size: int  # this replica's batch
     batch_scaling: str  # "none" (batch_size is global) or "linear" (per replica)
-    lr_scaling: str  # the rule in force: "none", "linear" or "sqrt" (auto resolved)
+    lr_scaling: str  # the rule in force: "none", "linear", "sqrt" (auto resolved) or "staleness"
     lr_factor: float  # multiplies modeler.optimizer.learning_rate
+    asynchronous_workers: int = 1  # workers updating the variables without waiting for each other
 
     @property
     def global_batch_size(self) -> int:
@@ -58,6 +62,8 @@ class Scaling:
 
     def describe(self, base_learning_rate: float | None = None) -> str:
         """`global batch 64 = 2 x 32, learning rate 0.1 (x1, batch_scaling none)`."""
+        if self.asynchronous_workers > 1:
+            return self._describe_asynchronous(base_learning_rate)
         parts = [f"global batch {self.global_batch_size} = {self.replicas} x {self.batch_size}"]
         if self.uneven():
             parts[0] += f" (inputter.batch_size {self.declared_batch_size} does not divide by {self.replicas})"
@@ -68,6 +74,14 @@ class Scaling:
         else:
             parts.append(f"learning rate {factor}")
         return ", ".join(parts)
+
+
+    def _describe_asynchronous(self, base_learning_rate: float | None) -> str:
+        """`batch 128 per update from 4 asynchronous workers, learning rate 0.025 (x0.25, async_lr_scaling staleness)`."""
+        rule = "async_lr_scaling staleness" if self.lr_scaling == "staleness" else "async_lr_scaling none"
+        rate = f"{base_learning_rate * self.lr_factor:g} " if base_learning_rate is not None else ""
+        return (f"batch {self.batch_size} per update from {self.asynchronous_workers} asynchronous workers, "
+                f"learning rate {rate}(x{self.lr_factor:g}, {rule})")
 
 
 class ScalingError(DslError):
@@ -83,8 +97,9 @@ def lr_rule(runner: dict[str, Any], optimizer: dict[str, Any] | None) -> str:
     return "sqrt" if kind in ADAPTIVE_OPTIMIZERS else "linear"
 
 
-def scaling_for(pipeline: dict[str, Any], replicas: int) -> Scaling:
-    """The batch each replica takes and the learning-rate factor, for `replicas` in one step."""
+def scaling_for(pipeline: dict[str, Any], replicas: int, asynchronous_workers: int = 1) -> Scaling:
+    """The batch each replica takes and the learning-rate factor, for `replicas` in one step, or
+    (`asynchronous_workers` > 1) for that many workers updating without waiting for each other."""
     runner = pipeline.get("runner") or {}
     declared = int(pipeline["inputter"]["batch_size"])
     replicas = max(1, int(replicas))
@@ -99,6 +114,11 @@ def scaling_for(pipeline: dict[str, Any], replicas: int) -> Scaling:
             )
     else:
         batch = declared
+    if asynchronous_workers > 1:
+        workers = int(asynchronous_workers)
+        if str(runner.get("async_lr_scaling", "staleness")) == "staleness":
+            return Scaling(replicas, declared, batch, batch_scaling, "staleness", 1.0 / workers, workers)
+        return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0, workers)
     growth = batch * replicas / declared
     rule = lr_rule(runner, (pipeline.get("modeler") or {}).get("optimizer"))
     if growth <= 1.0 + 1e-9:
@@ -113,8 +133,18 @@ def replicas_for(runner: dict[str, Any], world_size: int) -> int:
     `dslrun validate --data --world-size`, before any backend exists): all of them, except
     in an asynchronous parameter-server cluster, where each update is one worker's batch (the
     backend's `asynchronous` capability, see dsl.backend_registry)."""
-    asynchronous = any(spec.can("asynchronous", runner) for spec in backend_registry.candidates(runner))
-    return 1 if asynchronous else world_size
+    return 1 if _asynchronous(runner) else world_size
+
+
+def asynchronous_workers_for(runner: dict[str, Any], world_size: int) -> int:
+    """The workers updating without waiting for each other when `world_size` processes train the
+    pipeline (validate's counterpart of the backend's `asynchronous_workers()`): all of them in an
+    asynchronous parameter-server cluster, none otherwise (1)."""
+    return world_size if _asynchronous(runner) else 1
+
+
+def _asynchronous(runner: dict[str, Any]) -> bool:
+    return any(spec.can("asynchronous", runner) for spec in backend_registry.candidates(runner))
 
 
 def warmup_steps(pipeline: dict[str, Any], steps_per_epoch: int | None) -> int:

@@ -63,6 +63,18 @@ _BEFORE_BACKENDS: dict[str, dict[str, Any]] = {
         "enum": ["auto", "linear", "sqrt", "none"],
         "default": "auto",
     },
+    "async_lr_scaling": {
+        "description": (
+            "How the learning rate follows the number N of workers that update the variables "
+            "asynchronously (a parameter-server cluster): staleness divides it by N, the mean "
+            "staleness of an update (each worker's gradient is computed on weights about N - 1 "
+            "updates old; Zhang et al. 2016, staleness-aware async SGD); none keeps the rate of one "
+            "process. Synchronous backends are not affected."
+        ),
+        "type": "string",
+        "enum": ["staleness", "none"],
+        "default": "staleness",
+    },
     "divergence": {
         "description": (
             "Stop (or warn about) a run whose train loss explodes: NaN or infinite, or more than "

@@ -27,6 +27,7 @@ from dsl.context import BuildContext, Placement
 from dsl.engine.contracts import RunnerView
 from dsl.errors import DslError
 from dsl.scaling import Scaling
+from dsl.sync_batch_norm import BatchNormSync
 
 Values = Callable[["FakeRunner"], dict[str, float]]
 
@@ -68,6 +69,7 @@ class FakeRunner:
         self.steps_per_epoch, self.steps_per_call, self.val_steps = steps_per_epoch, steps_per_call, val_steps
         self.batch_size, self.global_batch_size = batch_size, batch_size * world_size
         self.scaling = Scaling(world_size, batch_size * world_size, batch_size, "none", "none", 1.0)
+        self.batch_norm_sync: BatchNormSync | None = None  # no backend decided: nothing to say in the header
         # What the header reads of the modeler: the base rate and the schedule (a constant here).
         self.modeler: Any = SimpleNamespace(params={"optimizer": {"learning_rate": 0.1}},
                                             learning_rate=lambda steps_per_epoch, scale=1.0: 0.1 * scale)
@@ -844,6 +846,21 @@ def test_divergence_names_the_scaling_when_the_rate_was_scaled(tmp_path):
         "the train loss diverged: it is nan at step 2; the learning rate is 0.2 = 0.1 x 2 (the global batch 8 is 2x "
         "inputter.batch_size, runner.batch_scaling: linear, runner.lr_scaling: linear) with no warmup: set "
         "runner.batch_scaling: none")
+
+
+def test_divergence_of_asynchronous_workers_names_the_rate_they_train_at(tmp_path):
+    from dsl.scaling import Scaling
+
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4)
+    runner.scaling = Scaling(1, 4, 4, "none", "staleness", 0.25, asynchronous_workers=4)
+    runner.run([guard()], sequence("loss", [2.3, float("nan")], learning_rate=0.025))
+    assert runner.failed and "the learning rate is 0.025 = 0.1 / 4 (4 asynchronous workers, " \
+        "runner.async_lr_scaling: staleness) with no warmup: lower modeler.optimizer.learning_rate" in runner.stop_reason
+    runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4)
+    runner.scaling = Scaling(1, 4, 4, "none", "none", 1.0, asynchronous_workers=4)
+    runner.run([guard()], sequence("loss", [2.3, float("nan")]))
+    assert "the learning rate is 0.1 for each of 4 asynchronous workers (runner.async_lr_scaling: none) with no " \
+        "warmup: set runner.async_lr_scaling: staleness" in runner.stop_reason
 
 
 def test_divergence_warn_goes_on_and_off_or_after_the_window_says_nothing(tmp_path, capsys):

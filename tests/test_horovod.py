@@ -219,6 +219,37 @@ def test_batch_norm_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path
     assert farthest(earlier) > 1e-1
 
 
+def test_batch_norm_is_synchronised_by_default_at_8_per_rank(tmp_path: Path, data: Path) -> None:
+    """The default `sync_batch_norm: auto` with the global batch 16 on 2 ranks (8 per rank): the
+    header says it is on and why, and each rank normalises over all 16 examples, so after 8 steps
+    the weights and moving statistics are those of one process of 16 (atol 3e-3, as with `true` in
+    the test above), not those of ranks normalising their own 8 (the same run forced off differs
+    by more than 1e-2, which the assertion on `farthest` below keeps meaningful)."""
+    common = {"shuffle": 0, "augmenter": "none", "epochs": 1, "workflow": "[[train, 8]]", "lr_scaling": "auto",
+              "batch_scaling": "none", "network": BN_NETWORK, "batch": 16}
+    short = ["--set", "runner.max_epochs=null", "--set", "runner.max_iters=8"]
+    one = pipeline(tmp_path, data, "one", **common)
+    result = subprocess.run([sys.executable, "-m", "dsl", str(one), *short], capture_output=True, text=True, env=ENV,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    headers = {}
+    for name, extra in (("auto", []), ("off", ["--set", "runner.horovod.sync_batch_norm=false"])):
+        two = pipeline(tmp_path, data, name, **common)
+        result = launch([*LAUNCHERS["gloo"], "dslrun", str(two), *short, *extra])
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        headers[name] = next(line for line in result.stdout.splitlines() if "pipeline hvd:" in line)
+    assert "sync batch norm on (auto: 8 examples per replica, below 16)" in headers["auto"]
+    assert "sync batch norm off (runner.horovod.sync_batch_norm: false)" in headers["off"]
+    single, auto, off = (checkpoint_arrays(tmp_path / f"run-{name}" / "checkpoints" / "ckpt-8")
+                         for name in ("one", "auto", "off"))
+    assert any("moving_variance" in name for name in single) and single.keys() == auto.keys()
+
+    def farthest(arrays: dict) -> float:
+        return max(float(np.max(np.abs(arrays[n] - single[n]))) for n in single)
+
+    assert farthest(auto) < 3e-3 < 1e-2 < farthest(off), (farthest(auto), farthest(off))
+
+
 def test_a_killed_rank_ends_the_job_quickly_naming_it(tmp_path: Path, data: Path) -> None:
     path = pipeline(tmp_path, data, epochs=500)
     process = subprocess.Popen([*LAUNCHERS["gloo"], "dslrun", str(path)], stdout=subprocess.PIPE,

@@ -80,3 +80,17 @@ def test_validate_warns_at_an_lr_scaling_the_global_batch_makes_void(tmp_path) -
     result = CliRunner().invoke(main, ["validate", str(path), "--set", "runner.batch_scaling=linear"],
                                 catch_exceptions=False)
     assert result.exit_code == 0 and "warning" not in result.stdout
+
+
+def test_asynchronous_workers_divide_the_rate_by_their_number_unless_turned_off() -> None:
+    """N workers updating a parameter server without waiting: each gradient is about N - 1 updates
+    stale, and the rate is divided by N; the batch stays one worker's."""
+    scaling = scaling_for(pipeline(batch=128), 1, asynchronous_workers=4)
+    assert (scaling.batch_size, scaling.lr_factor, scaling.lr_scaling) == (128, 0.25, "staleness")
+    assert scaling.describe(0.1) == ("batch 128 per update from 4 asynchronous workers, learning rate 0.025 "
+                                     "(x0.25, async_lr_scaling staleness)")
+    kept = scaling_for(pipeline(batch=128, async_lr_scaling="none"), 1, asynchronous_workers=4)
+    assert kept.lr_factor == 1.0 and kept.describe(0.1).endswith("learning rate 0.1 (x1, async_lr_scaling none)")
+    # One worker, or a synchronous backend, is the one-process rate.
+    assert scaling_for(pipeline(batch=128), 1, asynchronous_workers=1).lr_factor == 1.0
+    assert scaling_for(pipeline(batch=128), 4).lr_factor == 1.0

@@ -152,17 +152,14 @@ def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path
     last_val(tmp_path / "run")
 
 
-# Asynchronous updates from two workers make cnn_iters' nesterov 0.05 at batch 16, without
-# warmup, explode in these 8 steps (train loss 3.2 -> 33 -> 53, val accuracy 0.01; one process:
-# 3.2 -> 25 -> 4.6). runner.divergence stops that run by default; here the launcher is what is
-# tested, so it only warns. docs/benchmarks.md, "Moving a pipeline to N ranks", has the quality
-# of asynchronous training.
-PS_DIVERGES = {"cnn_iters.yaml"}
-
-
+# Every pipeline as shipped, runner.divergence stopping a diverging run. cnn_iters' nesterov 0.05
+# at batch 16 without warmup from two asynchronous workers once exploded here (train loss 3.2 -> 33
+# -> 53) and ran with the guard warning only; with the rate divided by the workers (runner.
+# async_lr_scaling: staleness, dsl/scaling.py) its train loss at step 8 was 10-16 in 3 runs
+# (32-36 at the written rate, which did not trip the guard in those runs either).
 @pytest.mark.parametrize("name", sorted(n for n in SHRINK if n not in FINE_TUNES))
 def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Path) -> None:
-    result = run("ps", name, data, tmp_path / "run", *(["runner.divergence.action=warn"] if name in PS_DIVERGES else []))
+    result = run("ps", name, data, tmp_path / "run")
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
     last_val(tmp_path / "run")
     assert "Traceback" not in result.stdout + result.stderr

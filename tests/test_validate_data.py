@@ -105,7 +105,7 @@ def test_world_size_with_a_per_rank_batch_divides_the_steps_and_scales_the_rate(
     scaling = json.loads(result.stdout)["files"][0]["data"][-1]["scaling"]
     assert scaling == {"world_size": 2, "replicas": 2, "batch_size": 8, "global_batch_size": 16, "learning_rate": 0.2,
                        "lr_factor": 2.0, "lr_scaling": "linear", "batch_scaling": "linear", "warmup_steps": 0,
-                       "steps_per_epoch": 3, "run_steps": 6}
+                       "asynchronous_workers": 1, "steps_per_epoch": 3, "run_steps": 6, "sync_batch_norm": False}
     # A doubled rate with no warmup: warned at the setting that scaled it, with the fix.
     result = invoke("validate", "--data", "--world-size", "2", str(path))
     assert result.exit_code == 0
@@ -392,15 +392,64 @@ def test_validate_data_imports_no_tensorflow(tmp_path: Path, data: Path) -> None
     assert loaded_modules("validate", "--data", str(pipeline(tmp_path, data))) == []
 
 
-def test_a_small_share_of_the_global_batch_with_batch_norm_is_a_warning_naming_sync_bn(tmp_path: Path, data: Path) -> None:
-    cnn = "network: {type: simple_cnn, filters: [4], dense_units: 8, batch_norm: true}"
-    path = pipeline(tmp_path, data, **{"network: {type: mlp, hidden_units: [8]}": cnn})
+def test_an_asynchronous_cluster_divides_the_rate_by_its_workers_and_says_so(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data)
+    result = invoke("validate", "--data", "--world-size", "4", str(path), "--set", "runner.backend=ps")
+    assert result.exit_code == 0, result.stdout
+    assert ("runner at 4 processes: batch 8 per update from 4 asynchronous workers, learning rate 0.025 "
+            "(x0.25, async_lr_scaling staleness)") in result.stdout
+    off = invoke("validate", "--data", "--world-size", "4", str(path), "--set", "runner.backend=ps",
+                 "--set", "runner.async_lr_scaling=none")
+    assert "learning rate 0.1 (x1, async_lr_scaling none)" in off.stdout
+
+
+CNN = "network: {type: simple_cnn, filters: [4], dense_units: 8, batch_norm: true}"
+
+
+def test_batch_norm_is_synchronised_by_default_below_16_per_replica_and_said_so(tmp_path: Path, data: Path) -> None:
+    """sync_batch_norm: auto (the default): 4 of the global 8 per replica with batch norm turns it on,
+    said on the runner line, with no warning left to act on."""
+    path = pipeline(tmp_path, data, **{"network: {type: mlp, hidden_units: [8]}": CNN})
     result = invoke("validate", "--data", "--world-size", "2", str(path))
-    assert (f"{path}:9:15: warning: inputter.batch_size: at 2 processes each normalises batch statistics over 4 "
-            "examples of the global 8") in result.stdout
-    assert "set runner.horovod.sync_batch_norm: true" in result.stdout
-    synced = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.horovod={sync_batch_norm: true}")
-    assert "normalises batch statistics" not in synced.stdout
-    # An MLP has no batch statistics to spoil.
+    assert result.exit_code == 0
+    assert ("runner at 2 processes: global batch 8 = 2 x 4, learning rate 0.1 (x1, batch_scaling none), no warmup, "
+            "7 steps per epoch, 14 steps in the run, sync batch norm on (auto: 4 examples per replica, below 16)"
+            ) in result.stdout
+    assert "warning" not in result.stdout
+    # The collective backend decides by its own switch, alike.
+    collective = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.backend=collective")
+    assert "sync batch norm on (auto: 4 examples per replica, below 16)" in collective.stdout
+    # 16 per replica: off, and why.
+    large = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "inputter.batch_size=32")
+    assert "sync batch norm off (auto: 16 examples per replica, at least 16)" in large.stdout
+    # One process has nothing to synchronise; an MLP no batch statistics: nothing said.
+    one = invoke("validate", "--data", "--world-size", "1", str(path))
+    assert "sync batch norm" not in one.stdout
     plain = invoke("validate", "--data", "--world-size", "2", str(pipeline(tmp_path, data)))
-    assert "normalises batch statistics" not in plain.stdout
+    assert "sync batch norm" not in plain.stdout and "normalises batch statistics" not in plain.stdout
+
+
+def test_batch_norm_forced_off_below_16_per_replica_is_a_warning_at_the_switch(tmp_path: Path, data: Path) -> None:
+    path = pipeline(tmp_path, data, **{"network: {type: mlp, hidden_units: [8]}": CNN,
+                                       "  max_epochs: 2": "  max_epochs: 2\n  horovod: {sync_batch_norm: false}"})
+    result = invoke("validate", "--data", "--world-size", "2", str(path))
+    assert result.exit_code == 0
+    assert "sync batch norm off (runner.horovod.sync_batch_norm: false)" in result.stdout
+    assert (f"{path}:14:30: warning: runner.horovod.sync_batch_norm: at 2 processes each normalises batch statistics "
+            "over 4 examples of the global 8") in result.stdout
+    assert "runner.horovod.sync_batch_norm: false keeps them per replica: remove it (auto synchronises below 16" \
+        in result.stdout
+    forced = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.horovod.sync_batch_norm=true")
+    assert "sync batch norm on (runner.horovod.sync_batch_norm: true)" in forced.stdout
+    assert "warning" not in forced.stdout
+
+
+def test_a_backend_without_a_batch_norm_switch_says_it_cannot_synchronise(tmp_path: Path, data: Path) -> None:
+    """ps central storage splits a step over its replicas but has no synchronised batch norm: the
+    line says so and the warning names what can, not another backend's switch."""
+    path = pipeline(tmp_path, data, **{"network: {type: mlp, hidden_units: [8]}": CNN})
+    result = invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.backend=ps",
+                    "--set", "runner.ps.mode=central_storage")
+    assert "sync batch norm off (this backend cannot synchronise: 4 examples per replica)" in result.stdout
+    assert "this backend cannot synchronise them: raise inputter.batch_size to 32, or train on runner.backend: " \
+        "horovod or collective" in result.stdout

@@ -26,7 +26,10 @@ def _scaling(runner: Any) -> str:
     base = runner.modeler.params["optimizer"]["learning_rate"]
     text = runner.scaling.describe(base)
     warmup = warmup_steps(runner.pipeline, runner.steps_per_epoch)
-    return f"{text}, warmup {warmup} step{'s' * (warmup != 1)}" if warmup else text
+    if warmup:
+        text += f", warmup {warmup} step{'s' * (warmup != 1)}"
+    synced = runner.batch_norm_sync.describe() if runner.batch_norm_sync else ""
+    return f"{text}, {synced}" if synced else text
 
 
 @register(

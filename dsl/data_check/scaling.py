@@ -1,9 +1,10 @@
 """`dslrun validate --data --world-size N`: what N ranks make of the batch, the rate and the warmup.
 
-The same numbers the run's header prints (dsl/scaling.py), known before any process starts,
-and the warnings a scaled run deserves: a rate scaled up with less warmup than one process
-takes at the unscaled rate (the quickstart at 2 ranks diverged so, docs/benchmarks.md), a
-global batch that does not divide across the ranks. Pure Python.
+The same numbers the run's header prints (dsl/scaling.py), whether batch norm is synchronised
+and why (dsl/sync_batch_norm.py), known before any process starts, and the warnings a scaled
+run deserves: a rate scaled up with less warmup than one process takes at the unscaled rate
+(the quickstart at 2 ranks diverged so, docs/benchmarks.md), a global batch that does not
+divide across the ranks, batch statistics of a few examples left unsynchronised. Pure Python.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from typing import Any
 from dsl import backend_registry
 from dsl.diagnostics import Diagnostic, SourceMap
 from dsl.diagnostics import Path as JsonPath
-from dsl.scaling import Scaling, ScalingError, replicas_for, scaling_for, warmup_steps
-
-# A per-replica batch below this normalises over too few examples (docs/benchmarks.md).
-SMALL_BATCH = 16
+from dsl.scaling import Scaling, ScalingError, asynchronous_workers_for, replicas_for, scaling_for, warmup_steps
+from dsl.sync_batch_norm import SMALL_BATCH, BatchNormSync, decide, normalises, switch_for
 
 
 @dataclass
@@ -30,6 +29,7 @@ class ScalingReport:
     steps_per_epoch: int
     warmup_steps: int
     run_steps: int | None
+    batch_norm: BatchNormSync
 
     def summary(self) -> str:
         text = f"runner at {self.world_size} process{'es' * (self.world_size != 1)}: "
@@ -38,7 +38,8 @@ class ScalingReport:
         text += f", {self.steps_per_epoch} steps per epoch"
         if self.run_steps:
             text += f", {self.run_steps} steps in the run"
-        return text
+        synced = self.batch_norm.describe()
+        return f"{text}, {synced}" if synced else text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,7 +48,9 @@ class ScalingReport:
                 "batch_size": self.scaling.batch_size, "global_batch_size": self.scaling.global_batch_size,
                 "learning_rate": self.base_learning_rate * self.scaling.lr_factor, "lr_factor": self.scaling.lr_factor,
                 "lr_scaling": self.scaling.lr_scaling, "batch_scaling": self.scaling.batch_scaling,
+                "asynchronous_workers": self.scaling.asynchronous_workers,
                 "warmup_steps": self.warmup_steps, "steps_per_epoch": self.steps_per_epoch, "run_steps": self.run_steps,
+                "sync_batch_norm": self.batch_norm.on,
             }
         }
 
@@ -55,7 +58,8 @@ class ScalingReport:
 def scaling_at(resolved: dict[str, Any], world_size: int, sources: SourceMap) -> tuple[Scaling | None, list[Diagnostic]]:
     """The scaling `world_size` processes get, or a located error when the batch cannot be shared."""
     try:
-        return scaling_for(resolved, replicas_for(resolved.get("runner") or {}, world_size)), []
+        runner = resolved.get("runner") or {}
+        return scaling_for(resolved, replicas_for(runner, world_size), asynchronous_workers_for(runner, world_size)), []
     except ScalingError as exc:
         path: JsonPath = ("inputter", "batch_size")
         return None, [Diagnostic.at(sources.locate(path), path, str(exc))]
@@ -68,7 +72,9 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
     base = float(resolved["modeler"]["optimizer"]["learning_rate"])
     warmup = warmup_steps(resolved, steps_per_epoch)
     run_steps = runner.get("max_iters") or (runner.get("max_epochs") or 0) * steps_per_epoch or None
-    report = ScalingReport(world_size, scaling, base, steps_per_epoch, warmup, run_steps)
+    switch = switch_for(runner)
+    synced = decide(runner, switch, scaling.batch_size, scaling.replicas, normalises(resolved.get("network") or {}))
+    report = ScalingReport(world_size, scaling, base, steps_per_epoch, warmup, run_steps, synced)
     found: list[Diagnostic] = []
     if scaling.uneven():
         path: JsonPath = ("inputter", "batch_size")
@@ -76,16 +82,8 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
             f"the global batch {scaling.declared_batch_size} does not divide across {scaling.replicas} processes: "
             f"each takes {scaling.batch_size}, {scaling.global_batch_size} in all; a multiple of {scaling.replicas} "
             "keeps the batch of one process"), "warning"))
-    switch = sync_batch_norm_switch(runner)
-    key, _, leaf = (switch or "").partition(".")
-    synced = switch is None or bool((runner.get(key) or {}).get(leaf))  # no switch anywhere: nothing to advise
-    if scaling.replicas > 1 and scaling.batch_size < SMALL_BATCH and _normalises(resolved) and not synced:
-        path = ("inputter", "batch_size")
-        found.append(Diagnostic.at(sources.locate(path), path, (
-            f"at {world_size} processes each normalises batch statistics over {scaling.batch_size} examples of the "
-            f"global {scaling.declared_batch_size}: few enough to cost accuracy with batch normalisation (cnn_iters, "
-            f"global 32 on 4 ranks: 0.60 against 0.82 on one process); set runner.{switch}: true to "
-            "normalise over the global batch, or raise inputter.batch_size"), "warning"))
+    if scaling.replicas > 1 and scaling.batch_size < SMALL_BATCH and synced.normalises and not synced.on:
+        found.append(_unsynchronised(sources, synced, world_size, scaling))
     single = warmup_steps(resolved, one_process_steps)
     if scaling.lr_factor > 1.0 and warmup < max(single, 1):
         path = ("runner", "batch_scaling")
@@ -99,18 +97,20 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
     return report, found
 
 
-def sync_batch_norm_switch(runner: dict[str, Any]) -> str | None:
-    """The `runner` path that synchronises batch norm for this pipeline: its backend's switch, or
-    (a backend without one) the first of `auto`'s backends that has one."""
-    for specs in (backend_registry.candidates(runner), backend_registry.auto_order(), backend_registry.backends()):
-        switches = [spec.capabilities.sync_batch_norm for spec in specs if spec.capabilities.sync_batch_norm]
-        if switches:
-            return switches[0]
-    return None
-
-
-def _normalises(resolved: dict[str, Any]) -> bool:
-    """Whether the network has batch normalisation, as its parameters say (`batch_norm: true`, or
-    its batch-norm settings: a ResNet always normalises)."""
-    network = resolved.get("network") or {}
-    return bool(network.get("batch_norm")) or "batch_norm_momentum" in network
+def _unsynchronised(sources: SourceMap, synced: BatchNormSync, world_size: int, scaling: Scaling) -> Diagnostic:
+    """Batch statistics of fewer than SMALL_BATCH examples that stay per replica: the switch forced
+    off, or a backend that cannot synchronise them."""
+    few = (f"at {world_size} processes each normalises batch statistics over {scaling.batch_size} examples of the "
+           f"global {scaling.declared_batch_size}: few enough to cost accuracy with batch normalisation (cnn_iters, "
+           "global 32 on 4 ranks: 0.60 against 0.82 on one process)")
+    if synced.switch is None:
+        capable = [spec.name for spec in backend_registry.with_capability("sync_batch_norm")]
+        path: JsonPath = ("inputter", "batch_size")
+        fix = (f"; this backend cannot synchronise them: raise inputter.batch_size to {SMALL_BATCH * scaling.replicas}, "
+               f"or train on runner.backend: {' or '.join(capable) or 'a backend that can'}")
+        return Diagnostic.at(sources.locate(path), path, few + fix, "warning")
+    key, _, leaf = synced.switch.partition(".")
+    path = ("runner", key, leaf)
+    return Diagnostic.at(sources.locate(path), path, (
+        f"{few}; runner.{synced.switch}: false keeps them per replica: remove it (auto synchronises below "
+        f"{SMALL_BATCH} per replica), or raise inputter.batch_size"), "warning")

@@ -23,7 +23,7 @@ from typing import Any
 
 from dsl.callbacks.base import Callback
 from dsl.engine.contracts import RunnerView
-from dsl.scaling import warmup_steps
+from dsl.scaling import Scaling, warmup_steps
 
 
 class DivergenceGuard(Callback):
@@ -106,7 +106,22 @@ def diagnosis(runner: RunnerView) -> str:
             "with the global batch and rate of one process, or runner.lr_scaling: sqrt / none, or lengthen "
             "modeler.lr_schedule.warmup_epochs"
         )
+    if scaling.asynchronous_workers > 1:
+        return _asynchronous_diagnosis(base, scaling, warmup_text)
     return (
         f"the learning rate is {base:g} (modeler.optimizer.learning_rate) with {warmup_text}: lower "
         "modeler.optimizer.learning_rate, lengthen modeler.lr_schedule.warmup_epochs, or check the data"
     )
+
+
+def _asynchronous_diagnosis(base: float, scaling: Scaling, warmup_text: str) -> str:
+    """The rate of N asynchronous workers: divided by N (runner.async_lr_scaling: staleness) or not."""
+    workers = scaling.asynchronous_workers
+    if scaling.lr_scaling == "staleness":
+        return (f"the learning rate is {base * scaling.lr_factor:g} = {base:g} / {workers} ({workers} asynchronous "
+                f"workers, runner.async_lr_scaling: staleness) with {warmup_text}: lower "
+                "modeler.optimizer.learning_rate, lengthen modeler.lr_schedule.warmup_epochs, or bound the steps "
+                "with modeler.optimizer.clipnorm")
+    return (f"the learning rate is {base:g} for each of {workers} asynchronous workers (runner.async_lr_scaling: none) "
+            f"with {warmup_text}: set runner.async_lr_scaling: staleness to divide it by the workers, or lower "
+            "modeler.optimizer.learning_rate")

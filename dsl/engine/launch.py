@@ -15,9 +15,11 @@ from backends.select import select_backend
 from dsl import backend_registry
 from dsl.callbacks.checkpoint import best_model_dir
 from dsl.engine.compiler import compile_pipeline, configure_tensorflow
+from dsl.engine.replicas import has_batch_norm
 from dsl.engine.runner import Runner
 from dsl.errors import DslError
 from dsl.scaling import scaling_for
+from dsl.sync_batch_norm import BatchNormSync, decide
 
 BEST = "best"  # `--checkpoint best`: the run directory's best model
 
@@ -31,11 +33,20 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
     if pipeline["runner"].get("elastic") is not None and not elastic and backend.placement.is_chief:
         print(f"dslrun: runner.elastic has no effect on the {spec.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
-    scaling = scaling_for(pipeline, backend.replicas_in_step())
+    scaling = scaling_for(pipeline, backend.replicas_in_step(), backend.asynchronous_workers())
     seed = configure_tensorflow(pipeline)
-    compiled = compile_pipeline(pipeline, backend.placement, seed, backend.scope(), backend.prepare_model,
+    decided: list[BatchNormSync] = []
+
+    def prepare_model(model: Any) -> Any:
+        """The backend's network, batch norm synchronised as the switch and this world decide."""
+        decided.append(decide(pipeline["runner"], spec.capabilities.sync_batch_norm, scaling.batch_size,
+                              scaling.replicas, has_batch_norm(model)))
+        return backend.prepare_model(model, decided[-1])
+
+    compiled = compile_pipeline(pipeline, backend.placement, seed, backend.scope(), prepare_model,
                                 fresh_start=not resume, batch_size=scaling.batch_size)
-    return Runner(compiled, backend, seed=seed, scaling=scaling, resume=resume, resume_from=resume_from)
+    return Runner(compiled, backend, seed=seed, scaling=scaling, batch_norm=decided[-1], resume=resume,
+                  resume_from=resume_from)
 
 
 def single_process(pipeline: dict[str, Any]) -> dict[str, Any]:

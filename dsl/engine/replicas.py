@@ -14,8 +14,8 @@ the end-of-run digest sees one model. TensorFlow's MirroredStrategy does the sam
 BatchNormalization variables (aggregation MEAN, read as the average across replicas).
 
 The average of unequal per-rank variances is not the variance of the whole batch; for
-small per-rank batches `runner.horovod.sync_batch_norm` computes the batch statistics over
-all ranks instead.
+small per-rank batches the backend's `sync_batch_norm` (on by default below 16 examples per
+replica, dsl/sync_batch_norm.py) computes the batch statistics over all ranks instead.
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ def replica_local_variables(model: tf.keras.Model) -> list[tf.Variable]:
             seen.add(variable.ref())
             chosen.append(variable)
     return chosen
+
+
+def has_batch_norm(model: tf.keras.Model) -> bool:
+    """Whether the built network normalises batches (what `sync_batch_norm: auto` asks of it)."""
+    return any(isinstance(layer, tf.keras.layers.BatchNormalization) for layer in model.submodules)
 
 
 def reconcile(variables: list[tf.Variable], average: Average) -> None:

@@ -55,12 +55,14 @@ def schedule_offset(by_epoch: bool, epoch: int, position: int, steps_per_epoch: 
     return epoch * steps_per_epoch + position - iterations
 
 
-def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Backend) -> World:
+def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Backend, previous: World) -> World:
     """The world at the backend's size now: the same policy at every size (dsl/scaling.py) —
-    a global batch divided anew, or a per-rank batch whose growth rescales the learning rate."""
-    scaling = scaling_for(pipeline, backend.replicas_in_step())
+    a global batch divided anew, or a per-rank batch whose growth rescales the learning rate —
+    and batch-norm synchronisation decided again for the new per-replica batch."""
+    scaling = scaling_for(pipeline, backend.replicas_in_step(), backend.asynchronous_workers())
     size = backend.placement.world_size
-    return World(size, scaling, inputter.steps_per_epoch(scaling.batch_size, size) or 0)
+    batch_norm = previous.batch_norm.at(scaling.batch_size, scaling.replicas) if previous.batch_norm else None
+    return World(size, scaling, inputter.steps_per_epoch(scaling.batch_size, size) or 0, batch_norm)
 
 
 def shifted_schedule(modeler: Modeler, world: World, offset: int) -> Any:

@@ -12,17 +12,20 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast, overload
 
 from dsl.scaling import Scaling
+from dsl.sync_batch_norm import BatchNormSync
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class World:
-    """What follows from the number of replicas: their batch, the learning-rate factor, the epoch's steps."""
+    """What follows from the number of replicas: their batch, the learning-rate factor, the epoch's
+    steps, whether batch norm is synchronised."""
 
     size: int  # the replicas the step functions were built for
     scaling: Scaling
     steps_per_epoch: int
+    batch_norm: BatchNormSync | None = None  # None: a runner built without a backend's decision
 
     @property
     def batch_size(self) -> int:

@@ -41,6 +41,7 @@ from dsl.engine.steps import phase_metrics
 from dsl.engine.summaries import SummaryWriters
 from dsl.errors import DslError
 from dsl.scaling import Scaling
+from dsl.sync_batch_norm import BatchNormSync
 
 
 class Runner:
@@ -50,12 +51,13 @@ class Runner:
     step, epoch, data_position, vals_done = Read[int]("step"), Read[int]("epoch"), Read[int]("data_position"), \
         Read[int]("vals_done")
     scaling, steps_per_epoch = Read[Scaling]("world", "scaling"), Read[int]("world", "steps_per_epoch")
+    batch_norm_sync = Read["BatchNormSync | None"]("world", "batch_norm")
     batch_size, global_batch_size = Read[int]("world", "batch_size"), Read[int]("world", "global_batch_size")
     resumed, restored_from = Read[bool]("resumed"), Read["str | None"]("restored_from")
     restored_step, restored_epoch = Read["int | None"]("restored_step"), Read["int | None"]("restored_epoch")
 
-    def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, scaling: Scaling, resume: bool = True,
-                 resume_from: str | None = None) -> None:
+    def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, scaling: Scaling,
+                 batch_norm: BatchNormSync | None = None, resume: bool = True, resume_from: str | None = None) -> None:
         pipeline = compiled.pipeline
         params = pipeline["runner"]
         self.pipeline = pipeline
@@ -78,7 +80,8 @@ class Runner:
         self.by_epoch = self.max_epochs is not None
         self.steps_per_call: int = params["steps_per_call"]
         self.val_steps: int | None = params.get("val_steps")
-        self.run_state = RunState(World(self.placement.world_size, scaling, self.context.steps_per_epoch or 0))
+        self.run_state = RunState(World(self.placement.world_size, scaling, self.context.steps_per_epoch or 0,
+                                             batch_norm))
         self.data = DataFeed(compiled.inputter, compiled.augmenter, backend, self.batch_size, seed)
         self.data.check(self.steps_per_epoch, self.placement.world_size)
 
@@ -180,7 +183,8 @@ class Runner:
         is sharded anew, the schedule rebuilt and shifted, and the step functions traced again."""
         resized = self.placement.world_size != self.run_state.world.size
         if resized:  # the same policy at the new size (dsl/scaling.py)
-            self.run_state.world = resize.world_for(self.pipeline, self.inputter, self.backend)
+            self.run_state.world = resize.world_for(self.pipeline, self.inputter, self.backend, self.run_state.world)
+            self._resync_batch_norm()
             self.data.batch_size, self.context.steps_per_epoch = self.batch_size, self.steps_per_epoch
             self.data.check(self.steps_per_epoch, self.placement.world_size)
         self.run_state.move_to(step, epoch, resize.batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch))
@@ -195,6 +199,16 @@ class Runner:
         if self.placement.is_chief:  # a rank that became the chief (rank 0's host was lost) takes up its role
             self.metrics_file = self.metrics_file or MetricsFile(self.model_dir, self.metrics_format)
             self.callback_list.start_skipped(self)
+
+    def _resync_batch_norm(self) -> None:
+        """Batch-norm synchronisation decided again at the new size (dsl/sync_batch_norm.py); the
+        backend switches the layers it prepared (traced again by compile_calls)."""
+        decision = self.batch_norm_sync
+        if decision is None:
+            return
+        if self.backend.prepare_model(self.model, decision) is not self.model:
+            raise DslError(f"{self.backend.describe()} rebuilt the network at a resize: its batch-norm layers "
+                           f"cannot change mid-run; set runner.{decision.switch}: true or false")
 
     def compile_calls(self) -> None:
         """(Re)build the backend's compiled train and eval calls (traced at their first call)."""
