@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from dsl.engine.contracts import Backend, Inputter, Modeler
 from dsl.engine.run_state import World
+from dsl.errors import DslError
 from dsl.scaling import scaling_for
 
 
@@ -63,6 +64,16 @@ def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Backend, pr
     size = backend.placement.world_size
     batch_norm = previous.batch_norm.at(scaling.batch_size, scaling.replicas) if previous.batch_norm else None
     return World(size, scaling, inputter.steps_per_epoch(scaling.batch_size, size) or 0, batch_norm)
+
+
+def resync_batch_norm(backend: Backend, model: Any, world: World) -> None:
+    """Batch-norm synchronisation decided again at the new size (dsl/sync_batch_norm.py): the
+    backend switches the layers it prepared, traced again with the step functions."""
+    if world.batch_norm is None:
+        return
+    if backend.prepare_model(model, world.batch_norm) is not model:
+        raise DslError(f"{backend.describe()} rebuilt the network at a resize: its batch-norm layers "
+                       f"cannot change mid-run; set runner.{world.batch_norm.switch}: true or false")
 
 
 def shifted_schedule(modeler: Modeler, world: World, offset: int) -> Any:

@@ -65,14 +65,10 @@ class Runner:
         self.backend = backend
         self.placement = backend.placement
         self.model_dir = Path(params["model_dir"])
-        self.model = compiled.model
-        self.modeler = compiled.modeler
-        self.inputter = compiled.inputter
-        self.augmenter = compiled.augmenter
+        self.model, self.modeler = compiled.model, compiled.modeler
+        self.inputter, self.augmenter = compiled.inputter, compiled.augmenter
         self.callback_list = CallbackList([DivergenceGuard(params.get("divergence") or {}), *compiled.callbacks])
-        self.seed = seed
-        self.resume = resume
-        self.resume_from = resume_from
+        self.seed, self.resume, self.resume_from = seed, resume, resume_from
 
         self.workflow: list[tuple[str, int]] = [(str(mode), int(count)) for mode, count in params["workflow"]]
         self.max_epochs: int | None = params.get("max_epochs")
@@ -80,8 +76,7 @@ class Runner:
         self.by_epoch = self.max_epochs is not None
         self.steps_per_call: int = params["steps_per_call"]
         self.val_steps: int | None = params.get("val_steps")
-        self.run_state = RunState(World(self.placement.world_size, scaling, self.context.steps_per_epoch or 0,
-                                             batch_norm))
+        self.run_state = RunState(World(self.placement.world_size, scaling, self.context.steps_per_epoch or 0, batch_norm))
         self.data = DataFeed(compiled.inputter, compiled.augmenter, backend, self.batch_size, seed)
         self.data.check(self.steps_per_epoch, self.placement.world_size)
 
@@ -184,7 +179,7 @@ class Runner:
         resized = self.placement.world_size != self.run_state.world.size
         if resized:  # the same policy at the new size (dsl/scaling.py)
             self.run_state.world = resize.world_for(self.pipeline, self.inputter, self.backend, self.run_state.world)
-            self._resync_batch_norm()
+            resize.resync_batch_norm(self.backend, self.model, self.run_state.world)
             self.data.batch_size, self.context.steps_per_epoch = self.batch_size, self.steps_per_epoch
             self.data.check(self.steps_per_epoch, self.placement.world_size)
         self.run_state.move_to(step, epoch, resize.batches_done(epoch_examples, self.global_batch_size, self.steps_per_epoch))
@@ -199,16 +194,6 @@ class Runner:
         if self.placement.is_chief:  # a rank that became the chief (rank 0's host was lost) takes up its role
             self.metrics_file = self.metrics_file or MetricsFile(self.model_dir, self.metrics_format)
             self.callback_list.start_skipped(self)
-
-    def _resync_batch_norm(self) -> None:
-        """Batch-norm synchronisation decided again at the new size (dsl/sync_batch_norm.py); the
-        backend switches the layers it prepared (traced again by compile_calls)."""
-        decision = self.batch_norm_sync
-        if decision is None:
-            return
-        if self.backend.prepare_model(self.model, decision) is not self.model:
-            raise DslError(f"{self.backend.describe()} rebuilt the network at a resize: its batch-norm layers "
-                           f"cannot change mid-run; set runner.{decision.switch}: true or false")
 
     def compile_calls(self) -> None:
         """(Re)build the backend's compiled train and eval calls (traced at their first call)."""
