@@ -6,12 +6,14 @@ box statistics, and train / eval / predict / export through the real CLI on data
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
@@ -23,7 +25,7 @@ from dsl.engine.metric_reduction import reduced_results
 from dsl.errors import DslError
 from dsl.inputters._box_listing import read_sources
 
-from e2e_support import DSLRUN, ENV
+from e2e_support import DSLRUN, ENV, assert_identical, wait_for
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "detection.yaml"
 SMALL = ["runner.max_epochs=7", "inputter.batch_size=16"]
@@ -357,3 +359,35 @@ def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(bo
     losses = modeler.loss(truth, perfect, tf.keras.Sequential())
     assert float(losses["box_loss"]) == pytest.approx(0.0, abs=1e-4) and 0 < float(losses["class_loss"]) < 10
     assert float(giou_loss(tf.constant([[0.0, 0.0, 0.2, 0.2]]), tf.constant([[0.5, 0.5, 0.7, 0.7]]))[0]) > 1.0
+
+
+# ------------------------------------------------------------------------------ exact resume
+def resume_sets(run: Path) -> list[str]:
+    """The shipped pipeline made a resume test: deterministic, 2 train epochs of 10 steps, a
+    checkpoint after every step (no val: nothing in it moves the weights)."""
+    callbacks = yaml.safe_load(PIPELINE.read_text())["callbacks"]
+    checkpoint = next(index for index, callback in enumerate(callbacks) if callback["type"] == "checkpoint")
+    return sets(run, "deterministic=true", "runner.workflow=[[train, 1]]", "runner.max_epochs=2",
+                f"callbacks.{checkpoint}.every_n_iters=1", f"callbacks.{checkpoint}.save_best=null",
+                f"callbacks.{checkpoint}.max_to_keep=100")
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_rerun_ends_bit_identical(boxes: Path, tmp_path: Path) -> None:
+    """The detection augmenter's crops, the padded boxes' order and the shuffle resume where they
+    were: a run SIGKILLed mid-epoch and rerun ends with the weights of an uninterrupted run."""
+    reference = tmp_path / "reference"
+    run_cli(boxes, str(PIPELINE), *resume_sets(reference))
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([*DSLRUN, str(PIPELINE), *resume_sets(killed)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**ENV, "DATA_DIR": str(boxes)})
+    try:
+        wait_for(killed / "checkpoints" / "ckpt-4.index", process)  # mid-epoch 1 (10 steps an epoch)
+    finally:
+        process.kill()
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    resumed = run_cli(boxes, str(PIPELINE), *resume_sets(killed))
+    resumed_at = int(resumed.stderr.split("at step ")[1].split()[0])
+    assert 3 <= resumed_at < 20, resumed.stderr
+    assert_identical(reference / "checkpoints" / "ckpt-20", killed / "checkpoints" / "ckpt-20", rng=False)
