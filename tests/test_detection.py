@@ -166,6 +166,8 @@ def validate(tmp_path: Path, boxes: Path, *sets: str) -> subprocess.CompletedPro
     (["network.anchors.sizes=[12, 96]"], r"network.anchors.sizes: anchors up to .* larger than the 64x64 images"),
     (["network.anchors.sizes=[12]"], r"network.anchors.sizes: 1 sizes for 2 levels"),
     (["network.backbone=MobileNetV2", "network.anchors.levels=[3, 6]"], r"level 6 .* deeper than the MobileNetV2"),
+    (["network.head=ssd_lite", "network.anchors.sizes=[12, 96]"], r"network.anchors.sizes: anchors up to .* larger"),
+    (["network.head=ssdlite"], r"network.head: .*ssd_lite"),
     (["inputter.classes=[disc, square]"], r"inputter.classes: 2 class names for 3 classes"),
     (["modeler={type: image_classification}"], r"modeler 'image_classification' works on"),
     (["network={type: resnet_cifar}"], r"network 'resnet_cifar' works on"),
@@ -391,3 +393,22 @@ def test_sigkill_mid_epoch_then_rerun_ends_bit_identical(boxes: Path, tmp_path: 
     resumed_at = int(resumed.stderr.split("at step ")[1].split()[0])
     assert 3 <= resumed_at < 20, resumed.stderr
     assert_identical(reference / "checkpoints" / "ckpt-20", killed / "checkpoints" / "ckpt-20", rng=False)
+
+
+def test_the_ssd_lite_head_predicts_the_same_anchors_with_depthwise_separable_convolutions() -> None:
+    from dsl.context import BuildContext
+    from dsl.networks.retinanet import build
+
+    network = {"fpn_filters": 16, "base_filters": 4, "head_convs": 2,
+               "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0, 1.5], "ratios": [1.0]}}
+    context = BuildContext(pipeline={}, image_shape=(64, 64, 3), num_classes=3)
+    models = {head: build({**network, "head": head}, context) for head in ("retinanet", "ssd_lite")}
+    outputs = {head: model(tf.zeros((2, 64, 64, 3)), training=False) for head, model in models.items()}
+    assert outputs["ssd_lite"].shape == outputs["retinanet"].shape == (2, (64 + 16) * 2, 7)
+    assert outputs["ssd_lite"].dtype == tf.float32
+    assert float(tf.reduce_mean(tf.sigmoid(outputs["ssd_lite"][..., 4:]))) == pytest.approx(0.01, abs=0.005)
+    heads = {head: [model.get_layer(name) for name in ("class_head", "box_head")] for head, model in models.items()}
+    assert all(isinstance(layer, tf.keras.layers.SeparableConv2D) for head in heads["ssd_lite"] for layer in head.layers)
+    assert len(heads["ssd_lite"][0].layers) == 3  # head_convs, then the output
+    weights = {head: sum(layer.count_params() for layer in layers) for head, layers in heads.items()}
+    assert weights["ssd_lite"] < weights["retinanet"] / 4, weights
