@@ -12,7 +12,8 @@ dsl/anchors.py. The `object_detection` modeler matches, scores and decodes them.
 `head: ssd_lite` makes every convolution of both heads depthwise-separable (a 3x3 depthwise
 convolution, then a 1x1 pointwise one), as SSDLite does (Sandler et al., 2018, MobileNetV2):
 the same anchors and outputs at a fraction of the heads' weights and multiply-adds, for a
-MobileNet backbone on a small device.
+MobileNet backbone on a small device. It learns more slowly: the shipped pipeline on the
+synthetic set (160 images, 7 epochs, seed 5) reaches mAP@0.5 0.12 with it, 0.30 without.
 
 Backbones: `small` (the default: `base_filters` doubling at each stride-2 stage of two
 3x3 convolutions with batch norm, as deep as the deepest level; resnet_cifar-sized, for
