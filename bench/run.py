@@ -300,7 +300,7 @@ def main() -> None:
     print("P2: averaging batch-norm statistics every call, alternated with a call without it", file=sys.stderr)
     replica_state = run_case(["--case", "replica_state", "--batch", "32", "--warmup", "3",
                               "--steps", "10" if args.quick else "30"], 2, marker='"replica_state"')
-    print("P6: segmentation and text classification, the shipped pipelines against Keras fit and a loop",
+    print("P6: segmentation, text classification and detection, the shipped pipelines against Keras fit and a loop",
           file=sys.stderr)
     p6 = interleaved(task_cases(steps), repeats)
     loads.append(load_average())
@@ -358,7 +358,11 @@ def generated_data_dir(prefix: str) -> Path:
 
 
 TASK_DATA = {"segmentation": ["synthetic-segmentation", "--num-train", "256", "--num-val", "16", "--image-size", "64"],
-             "text": ["synthetic-text", "--num-train", "2048", "--num-val", "64"]}
+             "text": ["synthetic-text", "--num-train", "2048", "--num-val", "64"],
+             "detection": ["synthetic-detection", "--num-train", "256", "--num-val", "16"]}
+# Each task's shipped batch size (segmentation.yaml, text_classification.yaml, detection.yaml).
+TASK_BATCH = {"segmentation": "16", "text": "64", "detection": "16"}
+TASK_STEP_FACTOR = {"text": 10, "detection": 4}
 
 
 def task_cases(steps: list[str]) -> dict[str, Case]:
@@ -369,14 +373,15 @@ def task_cases(steps: list[str]) -> dict[str, Case]:
         data = generated_data_dir(f"dslrun-bench-{task}-")
         subprocess.run([str(BIN / "dslrun"), "data", *command[:1], "--out", str(data), *command[1:]],
                        check=True, capture_output=True, env=ENV)
-        # A text step takes ~4 ms: ten times the steps, or the timed window is a fraction of a second.
+        # A text step takes ~4 ms, a detection step ~40: more steps, or the timed window is a
+        # fraction of a second (text) or two (detection), all noise.
         scaled = list(steps)
-        if task == "text":
+        if task in TASK_STEP_FACTOR:
             at = scaled.index("--steps") + 1
-            scaled[at] = str(int(scaled[at]) * 10)
+            scaled[at] = str(int(scaled[at]) * TASK_STEP_FACTOR[task])
         for case in ("dslrun", "fit", "loop"):
             cases[f"{task}_{case}"] = (["tasks.py", "--task", task, "--case", case, "--data", str(data),
-                                        "--batch", "16" if task == "segmentation" else "64", *scaled], 1)
+                                        "--batch", TASK_BATCH[task], *scaled], 1)
     return cases
 
 

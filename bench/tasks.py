@@ -1,14 +1,16 @@
 """One benchmark case of a task beyond image classification, in one process.
 
-    python bench/tasks.py --task segmentation|text --case dslrun|fit|loop --data DIR ...
+    python bench/tasks.py --task segmentation|text|detection --case dslrun|fit|loop --data DIR ...
 
-dslrun trains the shipped pipeline (pipelines/segmentation.yaml, pipelines/text_classification.yaml)
-on the data in DIR, as `dslrun FILE --set ...` would, with only its length, batch size and run
+dslrun trains the shipped pipeline (pipelines/segmentation.yaml, pipelines/text_classification.yaml,
+pipelines/detection.yaml) on the data in DIR, as `dslrun FILE --set ...` would, with only its length, batch size and run
 directory changed (and its callbacks off, as the references have none). The references are
 what a user would write by hand with Keras for the same task: the same network (built by the
 pipeline's own network builder), the same batches (the pipeline's inputter and augmenter),
 the same optimizer settings, and the task's usual Keras loss and metrics — `model.fit`, and
-a `tf.function` loop. Prints one JSON line in bench/cases.py's format ("images_per_second"
+a `tf.function` loop. Keras has no detection loss: its reference matches the boxes to the same
+anchors and computes the same focal + smooth-L1 loss by hand, as keras.io's RetinaNet example
+does (bench/detection_reference.py). Prints one JSON line in bench/cases.py's format ("images_per_second"
 counts examples: images or texts).
 """
 
@@ -30,7 +32,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from cases import Clock, report  # noqa: E402  (bench/ is put on the path above)
 
 PIPELINES = {"segmentation": ROOT / "pipelines" / "segmentation.yaml",
-             "text": ROOT / "pipelines" / "text_classification.yaml"}
+             "text": ROOT / "pipelines" / "text_classification.yaml",
+             "detection": ROOT / "pipelines" / "detection.yaml"}
 
 
 def parse() -> argparse.Namespace:
@@ -80,6 +83,8 @@ def run_dslrun(args: argparse.Namespace) -> None:
 def reference_parts(args: argparse.Namespace, run: str) -> tuple[Any, Any, Any, Any]:
     """The network, an endless dataset of the pipeline's train batches, its optimizer, and the
     context (what the data is) — everything a hand-written script would set up the same way."""
+    import tensorflow as tf
+
     from dsl.context import Placement
     from dsl.engine.compiler import compile_pipeline, configure_tensorflow
 
@@ -87,6 +92,11 @@ def reference_parts(args: argparse.Namespace, run: str) -> tuple[Any, Any, Any, 
     seed = configure_tensorflow(resolved)
     compiled = compile_pipeline(resolved, Placement(), seed)
     data = compiled.inputter.dataset("train", compiled.augmenter.train, seed=seed).repeat()
+    if args.task == "detection":  # the targets coded per anchor in the input pipeline, as keras.io does
+        from detection_reference import reference
+
+        encoder, _ = reference(resolved, compiled.context.image_shape, compiled.context.num_classes)
+        data = data.map(encoder.encode_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     optimizer = compiled.modeler.optimizer(compiled.context.steps_per_epoch)
     return compiled.model, data, optimizer, compiled.context
 
@@ -100,6 +110,10 @@ def keras_loss_and_metrics(task: str, context: Any) -> tuple[Any, list[Any]]:
         loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=ignore)
         return loss, [tf.keras.metrics.MeanIoU(context.num_classes, sparse_y_pred=False, ignore_class=ignore),
                       tf.keras.metrics.SparseCategoricalAccuracy()]
+    if task == "detection":  # no train metric, as dslrun's object_detection modeler (mAP is a val metric)
+        from detection_reference import reference
+
+        return reference(context.pipeline, context.image_shape, context.num_classes)[1], []
     return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), [tf.keras.metrics.SparseCategoricalAccuracy()]
 
 

@@ -46,6 +46,7 @@ class Declared:
         sequence_length: tokens per text input, when the inputter reads text.
         vocabulary_size: an upper bound of the token ids (the inputter's max_tokens).
         class_names: the classes' names when the pipeline gives them.
+        max_boxes: boxes per image a detection batch holds (padded, with their count).
         sizes: (path, (height, width)) of every image size the network receives: the
             inputter's image shape (val, predict, serving) and the augmenter's training crop.
         where: fact name -> the pipeline path that declares it.
@@ -58,12 +59,14 @@ class Declared:
     vocabulary_size: int | None = None
     ignore_label: int | None = None
     class_names: list[str] | None = None
+    max_boxes: int | None = None
     sizes: list[tuple[JsonPath, tuple[int, int]]] = field(default_factory=list)
     where: dict[str, JsonPath] = field(default_factory=dict)
 
     def facts(self) -> dict[str, Any]:
         """The facts a `BuildContext` learns (`dslrun validate --build` builds on them)."""
-        names = ("num_classes", "image_shape", "sequence_length", "vocabulary_size", "ignore_label", "class_names")
+        names = ("num_classes", "image_shape", "sequence_length", "vocabulary_size", "ignore_label", "class_names",
+                 "max_boxes")
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
@@ -72,7 +75,8 @@ Rule = Callable[[dict[str, Any], Declared], list[Problem]]
 Facts = Callable[[dict[str, Any]], dict[str, Any]]
 
 _FACT_PARAMS = {"num_classes": "num_classes", "image_shape": "image_shape", "sequence_length": "sequence_length",
-                "vocabulary_size": "max_tokens", "ignore_label": "ignore_label"}
+                "vocabulary_size": "max_tokens", "ignore_label": "ignore_label",
+                "max_boxes": "max_boxes"}
 _NAME_PARAMS = ("classes", "class_names")
 
 
@@ -110,21 +114,33 @@ def declare(pipeline: dict[str, Any], facts: Facts | None = None) -> Declared:
         vocabulary_size=found.get("vocabulary_size"),
         ignore_label=found.get("ignore_label"),
         class_names=found.get("class_names"),
+        max_boxes=found.get("max_boxes"),
         sizes=sizes,
         where=where,
     )
 
 
-def example_spec(batch: tuple[str, str], declared: Declared) -> list[tuple[tuple[int, ...], str]] | None:
+# The (shape, dtype) of one example's part, or a dict of them for a part made of several tensors.
+TensorSpec = tuple[tuple[int, ...], str]
+PartSpec = TensorSpec | dict[str, TensorSpec]
+
+
+def example_spec(batch: tuple[str, str], declared: Declared) -> list[PartSpec] | None:
     """(shape, dtype) of one example's features and targets, from the batch words a component
     declares (`register(batch=...)`) and the declared facts; None for words it does not know.
-    `dslrun validate --build` fills them with zeros."""
+    `dslrun validate --build` fills them with zeros.
+
+    "boxes" is the detection inputters' target (dsl/inputters/_detection.py): `max_boxes` rows
+    of [y_min, x_min, y_max, x_max], their classes and a count; zeros are an image whose rows
+    are all padding (count 0), which traces the same graph as one with boxes."""
     image = tuple(declared.image_shape) if declared.image_shape else (1, 1, 1)
-    shapes: dict[str, tuple[tuple[int, ...], str]] = {
+    max_boxes = declared.max_boxes or 1
+    shapes: dict[str, PartSpec] = {
         "image": (image, "float32"),
         "tokens": ((declared.sequence_length or 1,), "int32"),
         "class": ((), "int32"),
         "mask": (image[:2], "int32"),
+        "boxes": {"boxes": ((max_boxes, 4), "float32"), "classes": ((max_boxes,), "int32"), "count": ((), "int32")},
     }
     if any(word not in shapes for word in batch):
         return None

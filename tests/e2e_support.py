@@ -6,7 +6,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import numpy as np
 
 DSLRUN = [sys.executable, "-m", "dsl"]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
@@ -59,3 +62,30 @@ def descendants(root: int) -> list[int]:
             found.append(child)
             queue.append(child)
     return found
+
+
+def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:
+    """Every variable a checkpoint holds, by its name in the checkpoint."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(str(prefix))}
+
+
+def assert_identical(first: Path, second: Path, rng: bool = True) -> None:
+    """Two checkpoints hold the same variables, bit for bit (exact resume); with `rng`, the dropout
+    generator's state among them (a pipeline without dropout and with a stateless augmenter has none)."""
+    a, b = checkpoint_arrays(first), checkpoint_arrays(second)
+    assert a.keys() == b.keys()
+    assert not rng or any(name.startswith("rng/") for name in a), "the dropout generator state is not checkpointed"
+    differing = [name for name in a if not np.array_equal(a[name], b[name])]
+    assert not differing, f"{first} and {second} differ in {differing}"
+
+
+def wait_for(path_glob: Path, process: subprocess.Popen, timeout: float = 120) -> None:
+    """Until a file matching `path_glob` appears, failing with the output if `process` ends first."""
+    deadline = time.time() + timeout
+    while not list(path_glob.parent.glob(path_glob.name)):
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, f"{path_glob} did not appear"
+        time.sleep(0.05)

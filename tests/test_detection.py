@@ -6,12 +6,14 @@ box statistics, and train / eval / predict / export through the real CLI on data
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
@@ -23,7 +25,7 @@ from dsl.engine.metric_reduction import reduced_results
 from dsl.errors import DslError
 from dsl.inputters._box_listing import read_sources
 
-from e2e_support import DSLRUN, ENV
+from e2e_support import DSLRUN, ENV, assert_identical, wait_for
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "detection.yaml"
 SMALL = ["runner.max_epochs=7", "inputter.batch_size=16"]
@@ -164,6 +166,8 @@ def validate(tmp_path: Path, boxes: Path, *sets: str) -> subprocess.CompletedPro
     (["network.anchors.sizes=[12, 96]"], r"network.anchors.sizes: anchors up to .* larger than the 64x64 images"),
     (["network.anchors.sizes=[12]"], r"network.anchors.sizes: 1 sizes for 2 levels"),
     (["network.backbone=MobileNetV2", "network.anchors.levels=[3, 6]"], r"level 6 .* deeper than the MobileNetV2"),
+    (["network.head=ssd_lite", "network.anchors.sizes=[12, 96]"], r"network.anchors.sizes: anchors up to .* larger"),
+    (["network.head=ssdlite"], r"network.head: .*ssd_lite"),
     (["inputter.classes=[disc, square]"], r"inputter.classes: 2 class names for 3 classes"),
     (["modeler={type: image_classification}"], r"modeler 'image_classification' works on"),
     (["network={type: resnet_cifar}"], r"network 'resnet_cifar' works on"),
@@ -357,3 +361,54 @@ def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(bo
     losses = modeler.loss(truth, perfect, tf.keras.Sequential())
     assert float(losses["box_loss"]) == pytest.approx(0.0, abs=1e-4) and 0 < float(losses["class_loss"]) < 10
     assert float(giou_loss(tf.constant([[0.0, 0.0, 0.2, 0.2]]), tf.constant([[0.5, 0.5, 0.7, 0.7]]))[0]) > 1.0
+
+
+# ------------------------------------------------------------------------------ exact resume
+def resume_sets(run: Path) -> list[str]:
+    """The shipped pipeline made a resume test: deterministic, 2 train epochs of 10 steps, a
+    checkpoint after every step (no val: nothing in it moves the weights)."""
+    callbacks = yaml.safe_load(PIPELINE.read_text())["callbacks"]
+    checkpoint = next(index for index, callback in enumerate(callbacks) if callback["type"] == "checkpoint")
+    return sets(run, "deterministic=true", "runner.workflow=[[train, 1]]", "runner.max_epochs=2",
+                f"callbacks.{checkpoint}.every_n_iters=1", f"callbacks.{checkpoint}.save_best=null",
+                f"callbacks.{checkpoint}.max_to_keep=100")
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_rerun_ends_bit_identical(boxes: Path, tmp_path: Path) -> None:
+    """The detection augmenter's crops, the padded boxes' order and the shuffle resume where they
+    were: a run SIGKILLed mid-epoch and rerun ends with the weights of an uninterrupted run."""
+    reference = tmp_path / "reference"
+    run_cli(boxes, str(PIPELINE), *resume_sets(reference))
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([*DSLRUN, str(PIPELINE), *resume_sets(killed)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**ENV, "DATA_DIR": str(boxes)})
+    try:
+        wait_for(killed / "checkpoints" / "ckpt-4.index", process)  # mid-epoch 1 (10 steps an epoch)
+    finally:
+        process.kill()
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    resumed = run_cli(boxes, str(PIPELINE), *resume_sets(killed))
+    resumed_at = int(resumed.stderr.split("at step ")[1].split()[0])
+    assert 3 <= resumed_at < 20, resumed.stderr
+    assert_identical(reference / "checkpoints" / "ckpt-20", killed / "checkpoints" / "ckpt-20", rng=False)
+
+
+def test_the_ssd_lite_head_predicts_the_same_anchors_with_depthwise_separable_convolutions() -> None:
+    from dsl.context import BuildContext
+    from dsl.networks.retinanet import build
+
+    network = {"fpn_filters": 16, "base_filters": 4, "head_convs": 2,
+               "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0, 1.5], "ratios": [1.0]}}
+    context = BuildContext(pipeline={}, image_shape=(64, 64, 3), num_classes=3)
+    models = {head: build({**network, "head": head}, context) for head in ("retinanet", "ssd_lite")}
+    outputs = {head: model(tf.zeros((2, 64, 64, 3)), training=False) for head, model in models.items()}
+    assert outputs["ssd_lite"].shape == outputs["retinanet"].shape == (2, (64 + 16) * 2, 7)
+    assert outputs["ssd_lite"].dtype == tf.float32
+    assert float(tf.reduce_mean(tf.sigmoid(outputs["ssd_lite"][..., 4:]))) == pytest.approx(0.01, abs=0.005)
+    heads = {head: [model.get_layer(name) for name in ("class_head", "box_head")] for head, model in models.items()}
+    assert all(isinstance(layer, tf.keras.layers.SeparableConv2D) for head in heads["ssd_lite"] for layer in head.layers)
+    assert len(heads["ssd_lite"][0].layers) == 3  # head_convs, then the output
+    weights = {head: sum(layer.count_params() for layer in layers) for head, layers in heads.items()}
+    assert weights["ssd_lite"] < weights["retinanet"] / 4, weights

@@ -19,7 +19,7 @@ import yaml
 
 pytestmark = pytest.mark.slow
 
-from e2e_support import DSLRUN, ENV, dslrun
+from e2e_support import DSLRUN, ENV, assert_identical, checkpoint_arrays, dslrun, wait_for
 
 # Deterministic, with dropout and seeded augmentation: everything that could make a resumed run differ.
 PIPELINE = """\
@@ -62,29 +62,6 @@ def write_pipeline(directory: Path, train: Path, name: str = "p", every: int = 1
     path = directory / f"{name}.yaml"
     path.write_text(PIPELINE.format(train=train, run=directory / f"run-{name}", every=every, epochs=epochs))
     return path
-
-
-def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(str(prefix))
-    return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(str(prefix))}
-
-
-def assert_identical(first: Path, second: Path) -> None:
-    a, b = checkpoint_arrays(first), checkpoint_arrays(second)
-    assert a.keys() == b.keys()
-    assert any(name.startswith("rng/") for name in a), "the dropout generator state is not checkpointed"
-    differing = [name for name in a if not np.array_equal(a[name], b[name])]
-    assert not differing, f"{first} and {second} differ in {differing}"
-
-
-def wait_for(path_glob: Path, process: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while not list(path_glob.parent.glob(path_glob.name)):
-        assert process.poll() is None, process.communicate()
-        assert time.time() < deadline, f"{path_glob} did not appear"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

