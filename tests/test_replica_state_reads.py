@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from dsl.commands._tasks import free_ports
+
 from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
