@@ -59,8 +59,12 @@ def parse() -> argparse.Namespace:
                         help="dslrun case with the ranks agreeing on stopping after every call (the rule before "
                              "dsl/engine/stop_agreement.py), to measure what agreeing every 16 steps saves")
     parser.add_argument("--calls-of", type=int, default=1, help="replica_state case: steps per timed call")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in this process before TensorFlow starts (e.g. TF_ENABLE_ONEDNN_OPTS=0)")
     parser.add_argument("--launched-at", type=float, default=0.0)
-    return parser.parse_args()
+    args = parser.parse_args()
+    os.environ.update(setting.split("=", 1) for setting in args.env)
+    return args
 
 
 def thread_cpu_seconds() -> dict[int, float]:
