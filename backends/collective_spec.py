@@ -68,7 +68,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
                     "Compute batch-norm statistics over the global batch (all workers) in every "
                     "training step (Keras BatchNormalization(synchronized=True)): for small per-worker "
                     "batches. Off: each worker normalises with its own batch, and the moving "
-                    "statistics are averaged across workers after every call."
+                    "statistics are averaged across workers where they are read (val, checkpoints, "
+                    "the end)."
                 ),
                 "type": "boolean",
                 "default": False,

@@ -75,7 +75,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
                     "Compute batch-norm statistics over the global batch (all ranks) in every training "
                     "step (Horovod's SyncBatchNormalization): for small per-rank batches. Costs one "
                     "allreduce per batch-norm layer and step. Off: each rank normalises with its own "
-                    "batch, and the moving statistics are averaged across ranks after every call."
+                    "batch, and the moving statistics are averaged across ranks where they are read "
+                    "(val, checkpoints, the end)."
                 ),
                 "type": "boolean",
                 "default": False,
