@@ -55,10 +55,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", default="5")
     parser.add_argument("--steps", default="30")
+    parser.add_argument("--cases", nargs="*", help="only these cases of the group")
     args = parser.parse_args()
     loads = [load_average()]
     peaks: list[dict] | None = [] if args.group == "threads" else None
-    results = run.interleaved(cases(args.group, ["--warmup", args.warmup, "--steps", args.steps]), args.repeats, peaks)
+    chosen = cases(args.group, ["--warmup", args.warmup, "--steps", args.steps])
+    chosen = {name: case for name, case in chosen.items() if not args.cases or name in args.cases}
+    results = run.interleaved(chosen, args.repeats, peaks)
     loads.append(load_average())
     for name, runs in results.items():
         print(f"{name}: images/s {[round(r['images_per_second'], 1) for r in runs]}, CPU s/step "

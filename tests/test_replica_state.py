@@ -130,3 +130,22 @@ def test_the_checkpoint_callback_declares_its_step_cadence_as_reads() -> None:
     assert by_iters.reads_replica_state(4, 8) and not by_iters.reads_replica_state(3, 5)  # steps_per_call 4, 2
     # By epoch it saves at phase ends, which are averaged anyway.
     assert not Checkpoint({"every_n_iters": None, "every_n_epochs": 1}).reads_replica_state(0, 100)
+
+
+def test_the_first_call_traces_the_average_without_running_it() -> None:
+    """Its tracing then falls in the first step, not at the first read mid-training (issue 29's bench)."""
+    from dsl.engine.replicas import ReplicaState
+
+    variable, traces = tf.Variable(1.0), []
+
+    @tf.function
+    def average() -> None:
+        traces.append(1)
+        variable.assign(variable + 1.0)
+
+    state = ReplicaState()
+    state.use(average)
+    state.after_call(read=False)
+    assert traces == [1] and float(variable.numpy()) == 1.0  # traced, not run: no collective
+    state.after_call(read=True)
+    assert traces == [1] and float(variable.numpy()) == 2.0
