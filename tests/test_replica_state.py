@@ -110,16 +110,18 @@ def test_statistics_are_averaged_once_per_read_and_only_after_a_train_call() -> 
     state = ReplicaState()
     state.use(lambda: calls.append(1))
     state.average()  # nothing trained since the broadcast start: nothing to average
+    state.after_call(read=False)  # the first call of a world averages: tracing and first run in step 1
+    assert calls == [1]
     state.after_call(read=False)
     state.after_call(read=False)
-    assert calls == []
+    assert calls == [1]
     state.after_call(read=True)  # one average covers every call since the last
     state.average()
-    assert calls == [1]
+    assert calls == [1, 1]
     state.after_call(read=False)
     state.use(lambda: calls.append(2))  # a new world (elastic) starts from one broadcast state
     state.average()
-    assert calls == [1]
+    assert calls == [1, 1]
 
 
 def test_the_checkpoint_callback_declares_its_step_cadence_as_reads() -> None:
@@ -130,22 +132,3 @@ def test_the_checkpoint_callback_declares_its_step_cadence_as_reads() -> None:
     assert by_iters.reads_replica_state(4, 8) and not by_iters.reads_replica_state(3, 5)  # steps_per_call 4, 2
     # By epoch it saves at phase ends, which are averaged anyway.
     assert not Checkpoint({"every_n_iters": None, "every_n_epochs": 1}).reads_replica_state(0, 100)
-
-
-def test_the_first_call_traces_the_average_without_running_it() -> None:
-    """Its tracing then falls in the first step, not at the first read mid-training (issue 29's bench)."""
-    from dsl.engine.replicas import ReplicaState
-
-    variable, traces = tf.Variable(1.0), []
-
-    @tf.function
-    def average() -> None:
-        traces.append(1)
-        variable.assign(variable + 1.0)
-
-    state = ReplicaState()
-    state.use(average)
-    state.after_call(read=False)
-    assert traces == [1] and float(variable.numpy()) == 1.0  # traced, not run: no collective
-    state.after_call(read=True)
-    assert traces == [1] and float(variable.numpy()) == 2.0

@@ -95,24 +95,22 @@ class ReplicaState:
 
     def __init__(self) -> None:
         self.call: Callable[[], None] | None = None
-        self.differ = self.traced = False
+        self.differ = self.started = False
 
     def use(self, call: Callable[[], None] | None) -> None:
         """A new world (new calls) starts from one broadcast state."""
-        self.call, self.differ, self.traced = call, False, False
+        self.call, self.differ, self.started = call, False, False
 
     def after_call(self, read: bool) -> None:
         """A train call changed the state; average it now when `read` (the same on every rank).
 
-        The first call of a world also traces the average (without running it: no collective),
-        so its tracing, about a second of CPU under Horovod, falls in the first step with the
-        train call's instead of in the middle of training at the first read.
+        The first call of a world averages too (every rank makes it), so the average's tracing
+        and first run (about a second of CPU under Horovod) fall in the first step with the
+        train call's, not in the middle of training at the first read.
         """
         self.differ = True
-        if not self.traced and self.call is not None:
-            getattr(self.call, "get_concrete_function", lambda: None)()  # a tf.function (or a wrapper of one)
-            self.traced = True
-        if read:
+        if read or not self.started:
+            self.started = True
             self.average()
 
     def average(self) -> None:
