@@ -69,8 +69,8 @@ def main() -> None:
               f"{[round(r['between_calls_ms_per_step'] or 0, 1) for r in runs]}, threads {runs[-1]['cpu_seconds_by_thread']}")
     for a, b in RATIOS[args.group]:
         if a in results and b in results:
-            print(f"{a} / {b}: images/s {run.fmt(run.ratio(results, a, b), 3)}, "
-                  f"CPU per image {run.fmt(run.cpu_ratio(results, b, a), 3)} ({b} / {a})")
+            print(f"{a} / {b}: images/s {run.fmt(run.ratio(results, a, b), 3)}, CPU per image {b} / {a} "
+                  f"{run.fmt(run.cpu_ratio(results, a, b), 3)} (above 1: {a} costs less)")
     if peaks:
         print("conv peak GFLOP/s per repetition:", [round(p["conv_gflops"]["best"], 1) for p in peaks])
     print("load average before / after:", loads)
