@@ -19,9 +19,11 @@ averages after the calls where the ranks agree on stopping (dsl.engine.stop_agre
 16 steps and at every phase's end, so before every val phase, epoch checkpoint, save_best,
 the end of the run, the digest and a stop's checkpoint), after the calls where a callback
 declares a read that depends only on the step (`Callback.reads_replica_state`: the
-`checkpoint` callback's `every_n_iters`), and before an elastic commit. A read at a rank-local
-moment (stop_at_time's own checkpoint) sees the chief's statistics of at most 15 steps since
-the last average; the run's last checkpoint, saved after the agreed stop, is averaged.
+`checkpoint` callback's `every_n_iters`), before an elastic commit, and once after the first
+call of a world (so the average's tracing and first run fall in the warm-up). A read at a
+rank-local moment (stop_at_time's own checkpoint) sees the chief's statistics of the steps
+since the last average (at most 15 at one step per call); the run's last checkpoint, saved
+after the agreed stop, is averaged.
 TensorFlow's MirroredStrategy averages its BatchNormalization variables when they are read,
 too (aggregation MEAN, sync on read).
 
