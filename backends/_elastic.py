@@ -4,7 +4,8 @@ Under `horovodrun --min-np N --max-np M --host-discovery-script SCRIPT` (Gloo), 
 HOROVOD_ELASTIC=1 and the workflow runs inside `hvd.elastic.run`:
 
 - every `runner.elastic.commit_every_n_steps` train steps the state (model, optimizer,
-  RNG, position) is committed to host memory, and Horovod checks whether hosts were added;
+  RNG, position; batch-norm statistics averaged first) is committed to host memory, and
+  Horovod checks whether hosts were added;
 - when a rank fails, the collective in flight raises on the survivors: they roll back to
   the last commit, Horovod re-forms the ring from the ranks left, and training goes on;
 - when the discovery script lists a new host, its rank starts, and at the next commit
@@ -56,7 +57,9 @@ class TrainingState(ObjectState):
         super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, **runner.position())
 
     def capture(self) -> None:
-        """Take the runner's current position (before a commit)."""
+        """Take the runner's current position (before a commit), its batch-norm statistics averaged:
+        a reset resumes every rank from rank 0's commit (dsl/engine/replicas.py)."""
+        self._runner.replica_state.average()
         for key, value in self._runner.position().items():
             setattr(self, key, value)
 

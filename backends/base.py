@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsl.context import Placement
-from dsl.engine.contracts import ElasticRunner, Evaluator, StepCall, StepParts
+from dsl.engine.contracts import ElasticRunner, Evaluator, ReconcileCall, StepCall, StepParts
 from dsl.sync_batch_norm import BatchNormSync
 
 
@@ -46,9 +46,18 @@ class Backend:
         """The compiled `train_call(iterator, num_steps)`; see dsl.engine.steps."""
         from dsl.engine.steps import make_train_call
 
-        average = self.average_across_replicas if self.placement.world_size > 1 else None
         return make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
-                               self.wrap_tape, parts.jit_compile, parts.traces, average)
+                               self.wrap_tape, parts.jit_compile, parts.traces)
+
+    def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None:
+        """The compiled call averaging the replica-local state (batch-norm statistics) over the
+        replicas, which the runner makes every rank call where it is read (dsl.engine.replicas);
+        None when there is nothing to average (one replica)."""
+        if self.placement.world_size <= 1:
+            return None
+        from dsl.engine.replicas import make_reconcile_call
+
+        return make_reconcile_call(parts.model, self.average_across_replicas)
 
     def make_val_call(self, parts: StepParts) -> StepCall:
         """The compiled `val_call(iterator, num_steps)`; see dsl.engine.steps."""
@@ -92,7 +101,7 @@ class Backend:
 
     def average_across_replicas(self, tensors: list[Any]) -> list[Any]:
         """Each tensor's element-wise average over the replicas, inside a compiled call (the
-        shared train call reconciles batch-norm statistics with it); unchanged with one."""
+        reconcile call averages batch-norm statistics with it); unchanged with one."""
         return tensors
 
     def sum_across_ranks(self, arrays: list[Any]) -> list[Any]:

@@ -3,8 +3,9 @@
 The same promises as the Horovod backend, with no build step: one process per host (or per
 GPU), each training on its own shard of the data; the optimizer sums the gradients of every
 replica (ring or NCCL all-reduce) so every process applies the same update; every process
-starts from the chief's variables; batch-norm statistics are averaged after every call (or
-synchronised in every step with `runner.collective.sync_batch_norm`); the chief alone writes
+starts from the chief's variables; batch-norm statistics are averaged where they are read
+(dsl/engine/replicas.py; or synchronised in every step with
+`runner.collective.sync_batch_norm`); the chief alone writes
 the run directory. The loop, the step and the hooks are the shared ones (dsl/engine/steps.py
 runs the step with `strategy.run`).
 
@@ -30,7 +31,7 @@ from typing import Any
 from backends._tf_config import parse_tf_config
 from backends.base import Backend
 from dsl.context import Placement
-from dsl.engine.contracts import StepCall, StepParts
+from dsl.engine.contracts import ReconcileCall, StepCall, StepParts
 from dsl.errors import DslError
 from dsl.sync_batch_norm import BatchNormSync
 
@@ -132,9 +133,13 @@ class CollectiveBackend(Backend):
         from dsl.engine.steps import make_train_call
 
         call = make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
-                               self.wrap_tape, parts.jit_compile, parts.traces, self.average_across_replicas,
-                               strategy=self.strategy)
+                               self.wrap_tape, parts.jit_compile, parts.traces, strategy=self.strategy)
         return _Explained(call, self)
+
+    def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None:
+        from dsl.engine.replicas import make_reconcile_call
+
+        return _Explained(make_reconcile_call(parts.model, self.average_across_replicas, self.strategy), self)
 
     def make_val_call(self, parts: StepParts) -> StepCall:
         return _Explained(super().make_val_call(parts), self)

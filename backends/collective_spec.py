@@ -68,8 +68,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
                     "Compute batch-norm statistics over the global batch (all workers) in every training step "
                     "(Keras BatchNormalization(synchronized=True)). auto: on when the network has batch "
                     "normalisation and each worker normalises fewer than 16 examples (the global batch divided "
-                    "by the workers); true/false force it. Costs one allreduce per batch-norm layer and step. Off: each worker normalises with its own batch, and the "
-                    "moving statistics are averaged across workers after every call."
+                    "by the workers); true/false force it. Costs one allreduce per batch-norm layer and step. "
+                    "Off: each worker normalises with its own batch, and the moving statistics are averaged "
+                    "across workers where they are read (val, checkpoints, the end)."
                 ),
                 "enum": [True, False, "auto"],
                 "default": "auto",

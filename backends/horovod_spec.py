@@ -77,7 +77,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
                     "each rank normalises fewer than 16 examples (the global batch divided by the ranks), "
                     "decided again when an elastic run changes size; true/false force it. Costs one allreduce "
                     "per batch-norm layer and step. Off: each rank normalises with its own batch, and the "
-                    "moving statistics are averaged across ranks after every call."
+                    "moving statistics are averaged across ranks where they are read (val, checkpoints, the end)."
                 ),
                 "enum": [True, False, "auto"],
                 "default": "auto",

@@ -39,7 +39,7 @@ from typing import Any
 from backends._tf_config import parse_tf_config
 from backends.base import Backend
 from dsl.context import Placement
-from dsl.engine.contracts import Evaluator, StepCall, StepParts
+from dsl.engine.contracts import Evaluator, ReconcileCall, StepCall, StepParts
 from dsl.errors import DslError
 
 ROLES = ("chief", "worker", "ps", "evaluator")
@@ -181,6 +181,10 @@ class ParameterServerBackend(Backend):
             return CentralStorageTrainCall(runner, self.strategy, runner.traces)
         self._report_placement(runner)
         return _ExplainedFailures(ClusterTrainCall(runner, self, runner.traces), runner)
+
+    def make_reconcile_call(self, runner: StepParts) -> ReconcileCall | None:
+        """The cluster's variables live on the parameter servers (or central storage): one copy, nothing to average."""
+        return super().make_reconcile_call(runner) if not self.drives_cluster else None
 
     def make_val_call(self, runner: StepParts) -> StepCall:
         call = super().make_val_call(runner)

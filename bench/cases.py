@@ -51,13 +51,20 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--backend", default="auto", choices=["auto", "collective"],
                         help="runner.backend of the dslrun case (collective: one process per TF_CONFIG task)")
     parser.add_argument("--no-reconcile", action="store_true",
-                        help="dslrun case without the per-call averaging of batch-norm statistics (to measure it)")
+                        help="dslrun case without any averaging of batch-norm statistics (to measure it)")
+    parser.add_argument("--reconcile-every-call", action="store_true",
+                        help="dslrun case averaging batch-norm statistics after every call (the rule before "
+                             "they were averaged where read, dsl/engine/replicas.py), to measure what that saves")
     parser.add_argument("--agree-every-call", action="store_true",
                         help="dslrun case with the ranks agreeing on stopping after every call (the rule before "
                              "dsl/engine/stop_agreement.py), to measure what agreeing every 16 steps saves")
     parser.add_argument("--calls-of", type=int, default=1, help="replica_state case: steps per timed call")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in this process before TensorFlow starts (e.g. TF_ENABLE_ONEDNN_OPTS=0)")
     parser.add_argument("--launched-at", type=float, default=0.0)
-    return parser.parse_args()
+    args = parser.parse_args()
+    os.environ.update(setting.split("=", 1) for setting in args.env)
+    return args
 
 
 def thread_cpu_seconds() -> dict[int, float]:
@@ -221,9 +228,14 @@ def run_dslrun(args: argparse.Namespace) -> None:
 
         if args.no_reconcile:
             # The measuring instrument only: nothing to average, so no allreduce is issued.
-            import dsl.engine.steps
+            import dsl.engine.replicas
 
-            dsl.engine.steps.replica_local_variables = lambda model: []
+            dsl.engine.replicas.replica_local_variables = lambda model: []
+
+        if args.reconcile_every_call:  # the measuring instrument only
+            from dsl.engine.callback_list import CallbackList
+
+            CallbackList.read_replica_state = lambda *_: True  # type: ignore[method-assign]
 
         if args.agree_every_call:  # the measuring instrument only
             import dsl.engine.stop_agreement
@@ -240,15 +252,15 @@ def run_dslrun(args: argparse.Namespace) -> None:
 def run_replica_state(args: argparse.Namespace) -> None:
     """The cost of averaging batch-norm statistics after every call, measured inside one job.
 
-    Two compiled train calls over the same model: dslrun's (ending with the allreduce of
-    the moving statistics) and the same without it. They alternate, call by call, so load
-    from other processes of this shared host hits both alike; the median per-step times
-    of each and their ratio are reported (rank 0).
+    dslrun's train call followed by its reconcile call (the allreduce of the moving
+    statistics, what every call paid before they were averaged where read) against the
+    train call alone. They alternate, call by call, so load from other processes of this
+    shared host hits both alike; the median per-step times of each and their ratio are
+    reported (rank 0).
     """
     import tensorflow as tf
 
     from dsl.engine.launch import build_runner
-    from dsl.engine.steps import make_train_call
     from dsl.pipeline import load_pipeline
 
     inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
@@ -260,9 +272,14 @@ def run_replica_state(args: argparse.Namespace) -> None:
                                         sync_bn="false", backend="auto", compression="none", fusion="null"))
         runner = build_runner(load_pipeline(path), resume=False)
         runner.restore()
-        averaging = runner._train_call
-        plain = make_train_call(runner.model, runner.modeler, runner.optimizer, runner.metrics["train"],
-                                runner.backend.wrap_tape, runner.jit_compile, runner.traces, None)
+        plain, reconcile = runner._train_call, runner.replica_state.call
+        assert reconcile is not None, "the replica_state case needs 2 ranks"
+
+        def averaging(iterator: Any, steps: Any) -> dict:
+            outputs = plain(iterator, steps)
+            reconcile()
+            return outputs
+
         iterator = runner.data.train_iterator(0, 0, runner.steps_per_epoch)
         steps = tf.constant(args.calls_of, tf.int32)
         times: dict[str, list[float]] = {"averaging": [], "plain": []}

@@ -101,3 +101,34 @@ def test_sync_batch_norm_converts_a_keras_application() -> None:
     assert len(norms) == sum(isinstance(layer, tf.keras.layers.BatchNormalization) for layer in model.layers) > 10
     assert all(type(layer) is MarkedBatchNormalization for layer in norms)
     assert len(replica_local_variables(converted)) == 2 * len(norms)
+
+
+def test_statistics_are_averaged_once_per_read_and_only_after_a_train_call() -> None:
+    from dsl.engine.replicas import ReplicaState
+
+    calls: list[int] = []
+    state = ReplicaState()
+    state.use(lambda: calls.append(1))
+    state.average()  # nothing trained since the broadcast start: nothing to average
+    state.after_call(read=False)  # the first call of a world averages: tracing and first run in step 1
+    assert calls == [1]
+    state.after_call(read=False)
+    state.after_call(read=False)
+    assert calls == [1]
+    state.after_call(read=True)  # one average covers every call since the last
+    state.average()
+    assert calls == [1, 1]
+    state.after_call(read=False)
+    state.use(lambda: calls.append(2))  # a new world (elastic) starts from one broadcast state
+    state.average()
+    assert calls == [1, 1]
+
+
+def test_the_checkpoint_callback_declares_its_step_cadence_as_reads() -> None:
+    from dsl.callbacks.checkpoint import Checkpoint
+
+    by_iters = Checkpoint({"every_n_iters": 3, "every_n_epochs": None})
+    assert [after for after in range(1, 10) if by_iters.reads_replica_state(after - 1, after)] == [3, 6, 9]
+    assert by_iters.reads_replica_state(4, 8) and not by_iters.reads_replica_state(3, 5)  # steps_per_call 4, 2
+    # By epoch it saves at phase ends, which are averaged anyway.
+    assert not Checkpoint({"every_n_iters": None, "every_n_epochs": 1}).reads_replica_state(0, 100)

@@ -104,6 +104,18 @@ class Callback:
     def after_val_iter(self, runner: RunnerView) -> None:
         self.after_iter(runner)
 
+    def reads_replica_state(self, step_before: int, step_after: int) -> bool:
+        """Whether `after_train_iter` of the call that took the run from `step_before` to
+        `step_after` reads the model's batch-norm statistics (saves a checkpoint, say).
+
+        Asked on every rank, chief-only callbacks included, before the call's hooks: with
+        several replicas a True averages the statistics there first (dsl/engine/replicas.py),
+        a collective that every rank must join, so the answer must depend on the two steps
+        and the callback's parameters only, never on a clock or on this rank's values. Reads
+        at phase ends and every 16 steps are averaged anyway.
+        """
+        return False
+
     # State that must survive a restart (MMEngine's checkpoint hook points).
     def before_save_checkpoint(self, runner: RunnerView, state: dict[str, Any]) -> None:
         """Put into `state` (JSON values) what this callback must remember across a restart.

@@ -120,6 +120,11 @@ class Checkpoint(Callback):
         monitor = self.best_monitor
         return monitor is not None and (record.get("monitor"), record.get("mode")) == (monitor.name, monitor.mode)
 
+    def reads_replica_state(self, step_before: int, step_after: int) -> bool:
+        """The saves of `every_n_iters` (the `Cadence` below fires on the same crossings)."""
+        every = self.params["every_n_iters"]
+        return bool(every) and step_after // every > step_before // every
+
     def after_train_iter(self, runner: Any) -> None:
         if self._iters.advance(runner.step):
             save_checkpoint(runner)

@@ -48,6 +48,11 @@ class CallbackList:
         if point == "before_run":
             self._run_started = True
 
+    def read_replica_state(self, step_before: int, step_after: int) -> bool:
+        """Whether any callback, chief-only or not, reads the batch-norm statistics after this call
+        (`Callback.reads_replica_state`): the same answer on every rank."""
+        return any(callback.reads_replica_state(step_before, step_after) for callback in self.items)
+
     def start_skipped(self, runner: RunnerView) -> None:
         """A rank that became the chief runs `before_run` of the chief-only callbacks it
         skipped at the start, once each."""

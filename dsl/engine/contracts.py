@@ -36,6 +36,8 @@ Tape = Any  # tf.GradientTape, or a backend's wrapper of it
 StepCall = Callable[[Any, Tensor], dict[str, Tensor]]
 #: A backend's element-wise average of tensors over the replicas, inside a compiled call.
 Average = Callable[[list[Tensor]], list[Tensor]]
+#: A backend's compiled call averaging the replica-local state over the replicas (every rank calls it at once).
+ReconcileCall = Callable[[], None]
 
 MODES = ("train", "val", "test")
 
@@ -239,8 +241,17 @@ class RunnerView(Protocol):
     def notice(self, message: str) -> None: ...
 
 
+class ReplicaStateView(Protocol):
+    """The replicas' batch-norm statistics (dsl.engine.replicas.ReplicaState)."""
+
+    def average(self) -> None: ...
+
+
 class ElasticRunner(RunnerView, Protocol):
     """What an elastic backend needs beyond a callback's view: to save and move the position."""
+
+    @property
+    def replica_state(self) -> ReplicaStateView: ...  # averaged before a commit
 
     # A dsl.callbacks.base.Callback: named by Any, as callbacks import this module for RunnerView.
     def add_callback(self, callback: Any) -> None: ...
@@ -279,6 +290,7 @@ class Backend(Protocol):
     def asynchronous_workers(self) -> int: ...
     def make_train_call(self, parts: StepParts) -> StepCall: ...
     def make_val_call(self, parts: StepParts) -> StepCall: ...
+    def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None: ...
     def make_iterator(self, dataset_fn: Callable[[], Dataset]) -> Iterator[Any] | Any: ...
     def trains(self) -> bool: ...
     def wrap_tape(self, tape: Tape) -> Tape: ...

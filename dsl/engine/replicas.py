@@ -6,12 +6,26 @@ own batch: BatchNormalization's moving mean and variance, and any other non-trai
 variable a layer keeps. Left alone, every rank ends up with statistics of its own shard,
 validates with them, and rank 0 checkpoints only its own.
 
-The shared train call therefore ends with these variables replaced by their average over
-the replicas (one fused allreduce per call, measured in docs/benchmarks.md). A moving
-average is linear in the batches it has seen, so averaging after every call gives the
-same statistics as averaging once at the end, and every hook, validation, checkpoint and
-the end-of-run digest sees one model. TensorFlow's MirroredStrategy does the same for its
-BatchNormalization variables (aggregation MEAN, read as the average across replicas).
+These variables are therefore replaced by their average over the replicas (one fused
+allreduce, `make_reconcile_call`), but only when something reads them, not after every
+call: a moving average is linear in the batches it has seen (and the training forward pass
+never reads it), so averaging at the reads gives the same statistics as averaging after
+every call, to rounding (tests/test_replica_state_reads.py: 1e-6 on 2 Horovod ranks and 2
+collective workers). Every-call averaging cost 14 % of np2 throughput on a fast host
+(issue 29; docs/benchmarks.md).
+
+The average is a collective, so every rank must ask for it at the same point: the runner
+averages after the calls where the ranks agree on stopping (dsl.engine.stop_agreement: every
+16 steps and at every phase's end, so before every val phase, epoch checkpoint, save_best,
+the end of the run, the digest and a stop's checkpoint), after the calls where a callback
+declares a read that depends only on the step (`Callback.reads_replica_state`: the
+`checkpoint` callback's `every_n_iters`), before an elastic commit, and once after the first
+call of a world (so the average's tracing and first run fall in the warm-up). A read at a
+rank-local moment (stop_at_time's own checkpoint) sees the chief's statistics of the steps
+since the last average (at most 15 at one step per call); the run's last checkpoint, saved
+after the agreed stop, is averaged.
+TensorFlow's MirroredStrategy averages its BatchNormalization variables when they are read,
+too (aggregation MEAN, sync on read).
 
 The average of unequal per-rank variances is not the variance of the whole batch; for
 small per-rank batches the backend's `sync_batch_norm` (on by default below 16 examples per
@@ -21,6 +35,8 @@ replica, dsl/sync_batch_norm.py) computes the batch statistics over all ranks in
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import cast
 
 import tensorflow as tf
 
@@ -51,11 +67,64 @@ def has_batch_norm(model: tf.keras.Model) -> bool:
 
 
 def reconcile(variables: list[tf.Variable], average: Average) -> None:
-    """Set every variable to its average over the replicas (inside the compiled train call)."""
+    """Set every variable to its average over the replicas (inside a compiled call)."""
     if not variables:
         return
     for variable, value in zip(variables, average([v.read_value() for v in variables])):
         variable.assign(value)
+
+
+def make_reconcile_call(model: tf.keras.Model, average: Average,
+                        strategy: tf.distribute.Strategy | None = None) -> Callable[[], None]:
+    """A compiled call setting the model's replica-local variables to their average over the
+    replicas; every rank must call it at the same point (the runner's read points, above).
+
+    With a `strategy` the average runs in its replica context, as the train step does. The
+    variables are chosen at the first call, after callbacks like `init_checkpoint` froze layers.
+    """
+
+    def reconcile_replicas() -> None:
+        reconcile(replica_local_variables(model), average)
+
+    @tf.function
+    def reconcile_call() -> None:
+        if strategy is None:
+            reconcile_replicas()
+        else:
+            strategy.run(reconcile_replicas)
+
+    return cast(Callable[[], None], reconcile_call)  # tf.function is untyped
+
+
+class ReplicaState:
+    """The runner's view of the replica-local state: whether a train call changed it since the
+    last average, and the backend's call that averages it (None with one replica)."""
+
+    def __init__(self) -> None:
+        self.call: Callable[[], None] | None = None
+        self.differ = self.started = False
+
+    def use(self, call: Callable[[], None] | None) -> None:
+        """A new world (new calls) starts from one broadcast state."""
+        self.call, self.differ, self.started = call, False, False
+
+    def after_call(self, read: bool) -> None:
+        """A train call changed the state; average it now when `read` (the same on every rank).
+
+        The first call of a world averages too (every rank makes it), so the average's tracing
+        and first run (about a second of CPU under Horovod) fall in the first step with the
+        train call's, not in the middle of training at the first read.
+        """
+        self.differ = True
+        if read or not self.started:
+            self.started = True
+            self.average()
+
+    def average(self) -> None:
+        """Average it if it changed; every rank calls this at the same point (a collective)."""
+        if self.call is not None and self.differ:
+            self.call()
+        self.differ = False
 
 
 def weights_digest(model: tf.keras.Model) -> str:

@@ -34,7 +34,7 @@ from dsl.engine.metric_reduction import reduced_results
 from dsl.engine.phase_report import PhaseReport
 from dsl.engine.phases import Phase, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
-from dsl.engine.replicas import replicas_agree
+from dsl.engine.replicas import ReplicaState, replicas_agree
 from dsl.engine.run_state import Read, RunState, World
 from dsl.engine.rundir import MetricsFile, clear_done, mark_done
 from dsl.engine.steps import phase_metrics
@@ -92,6 +92,7 @@ class Runner:
         self.resume_flags = tf.Variable([0, 0, 0], dtype=tf.int64, trainable=False, name="resume_flags")
         self._train_call: StepCall
         self._val_call: StepCall
+        self.replica_state = ReplicaState()  # batch-norm statistics, averaged where read (replicas.py)
         self.compile_calls()
 
         self._generators = random_generators(self.model)
@@ -199,6 +200,7 @@ class Runner:
         """(Re)build the backend's compiled train and eval calls (traced at their first call)."""
         self._train_call = self.backend.make_train_call(self)
         self._val_call = self.backend.make_val_call(self)
+        self.replica_state.use(self.backend.make_reconcile_call(self))
         self._graph_args = None
 
     # ------------------------------------------------------------------------- the loop
@@ -294,8 +296,9 @@ class Runner:
             vals_seen[phase.start] += phase.mode == "val"
             self._run_phase(phase, ordinal)
         self._call("after_run")
-        if not self._signal:
-            self._check_replicas_agree()
+        if not self._signal and self.placement.world_size > 1:  # prove they ended with one model, or say not
+            agreed, message = replicas_agree(self.backend, self.model)
+            (self.notice if agreed else self.fail)(message)
 
     def _run_phase(self, phase: Phase, ordinal: int = 0) -> None:
         """Run `phase` unless it is done; `ordinal` counts the val phases before it at its position."""
@@ -313,16 +316,8 @@ class Runner:
         else:
             self._train_phase(phase.start + phase.count - self.step)
 
-    def _check_replicas_agree(self) -> None:
-        """With several replicas, prove they ended with the same weights (or say they did not)."""
-        if self.placement.world_size > 1:
-            agreed, message = replicas_agree(self.backend, self.model)
-            (self.notice if agreed else self.fail)(message)
-
-    def _agree_on_stopping(self, before: int, phase_ended: bool) -> None:
+    def _agree_on_stopping(self) -> None:
         """Every rank stops after the same call: one rank's reason stops them all (stop_agreement.py: where)."""
-        if not stop_agreement.due(before, self.step, phase_ended, self.placement.world_size):
-            return
         mine = stop_agreement.code(bool(self._signal), self.failed, self.should_stop)
         agreed = self.backend.max_across_ranks(mine) if self.placement.world_size > 1 else mine
         if agreed > mine:
@@ -347,8 +342,11 @@ class Runner:
             if self._graph_args is None:
                 self._graph_args = (iterator, tf.constant(count, tf.int32))
             self._advance(count)
+            agree = stop_agreement.due(before, self.step, self.inner_step >= num_steps, self.placement.world_size)
+            self.replica_state.after_call(agree or self.callback_list.read_replica_state(before, self.step))
             self._call("after_train_iter")
-            self._agree_on_stopping(before, self.inner_step >= num_steps)
+            if agree:
+                self._agree_on_stopping()
         values = {**reduced_results(self.metrics["train"], self.backend), "learning_rate": self.outputs.get("learning_rate", 0.0)}
         self._finish_phase("train", values, time.perf_counter() - started, partial=self.inner_step < num_steps)
         self._call("after_train_epoch")

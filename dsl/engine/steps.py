@@ -23,10 +23,9 @@ from typing import Any, cast
 
 import tensorflow as tf
 
-from dsl.engine.contracts import Average, StepCall
+from dsl.engine.contracts import StepCall
 from dsl.engine.gradient_scale import scale_gradients
 from dsl.engine.precision import scaled_loss, unscaled_gradients
-from dsl.engine.replicas import reconcile, replica_local_variables
 
 Step = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
@@ -103,20 +102,18 @@ def make_train_call(
     wrap_tape: Callable[[tf.GradientTape], Any],
     jit_compile: bool,
     traces: Counter[str],
-    average: Average | None = None,
     strategy: tf.distribute.Strategy | None = None,
 ) -> StepCall:
     """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
 
     `metrics['loss']` is a Mean of the per-step loss; the others are updated with
     (targets, outputs). The call returns the mean loss of its own steps, the running value of
-    every other metric, and the learning rate the last step used. With several replicas,
-    `average` (the backend's) reconciles the state each replica updated from its own data,
-    such as batch-norm statistics, at the end of the call (see dsl.engine.replicas).
+    every other metric, and the learning rate the last step used. With several replicas the
+    state each replica updates from its own data (batch-norm statistics) is left to differ:
+    the runner averages it where it is read (dsl.engine.replicas.make_reconcile_call).
 
     With a `strategy`, each step is `strategy.run(step, args=next(iterator))` (the iterator
-    may be a distributed one), `average` is called in the replica context, and the loss
-    returned is the mean of this process's replicas (the epoch's metrics are combined across
+    may be a distributed one), and the loss returned is the mean of this process's replicas (the epoch's metrics are combined across
     processes from their states, dsl.engine.metric_reduction, as for Horovod).
     """
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
@@ -127,21 +124,12 @@ def make_train_call(
     run_step = _local_runner(step) if strategy is None else _strategy_runner(step, strategy)
     others = {name: metric for name, metric in metrics.items() if name != "loss"}
 
-    def reconcile_replicas() -> None:
-        assert average is not None
-        reconcile(replica_local_variables(model), average)
-
     @tf.function
     def train_call(iterator: Any, num_steps: tf.Tensor) -> dict[str, tf.Tensor]:
         traces["train"] += 1  # runs at tracing time only
         total = tf.constant(0.0, tf.float32)
         for _ in tf.range(num_steps):
             total += run_step(next(iterator))
-        if average is not None:
-            if strategy is None:
-                reconcile_replicas()
-            else:
-                strategy.run(reconcile_replicas)
         outputs = {"loss": total / tf.cast(num_steps, tf.float32)}
         outputs.update({name: metric.result() for name, metric in others.items()})
         outputs["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
