@@ -285,8 +285,9 @@ def test_one_interrupted_rank_stops_both_at_the_same_agreed_step(tmp_path: Path,
     assert saved, output[-3000:]
     step = int(saved.group(1))
     assert step % EVERY_STEPS == 0 or step % 25 == 0, step  # a multiple of 16, or an epoch's end
-    # horovodrun names the first rank to exit: rank 1, through the interrupted path (143), not a crash.
-    assert "Process name: 1\nExit code: 143" in output, output[-3000:]
+    # horovodrun names the first rank to exit: either may be first (both take the interrupted path
+    # at the agreed step), and it exits 143 (128 + SIGTERM), not as a crash.
+    assert re.search(r"Process name: [01]\nExit code: 143", output), output[-3000:]
 
 
 def _wait_for_rank(process: subprocess.Popen, rank: int, checkpoints: Path) -> int:
