@@ -133,7 +133,11 @@ SWEEP_SCHEMA: dict[str, Any] = {
             "type": ["integer", "null"], "minimum": 1, "default": None,
         },
         "hosts": {
-            "description": "Hosts for horovodrun trials, as horovodrun -H writes them (host:slots); null: this machine.",
+            "description": (
+                "Hosts the trials run on, as horovodrun -H writes them (host:slots): each trial is started by "
+                "horovodrun -H on ranks_per_trial free slots of them (one-rank trials too; runner.backend auto or "
+                "horovod); null: this machine."
+            ),
             "type": ["array", "null"],
             "items": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]+:[0-9]+$"},
             "minItems": 1,
