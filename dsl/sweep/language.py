@@ -143,6 +143,14 @@ SWEEP_SCHEMA: dict[str, Any] = {
             "minItems": 1,
             "default": None,
         },
+        "network_interfaces": {
+            "description": (
+                "horovodrun trials: the interfaces their ranks talk over, as horovodrun --network-interfaces takes "
+                "them (eth0 or eth0,ib0); null: horovodrun tests the hosts' interfaces itself (and caches what it "
+                "found in ~/.horovod)."
+            ),
+            "type": ["string", "null"], "pattern": "^[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$", "default": None,
+        },
         "trial_timeout_seconds": {
             "description": "A trial running longer is stopped and marked failed (hung); null: no limit.",
             "type": ["number", "null"], "exclusiveMinimum": 0, "default": None,

@@ -54,6 +54,8 @@ def launcher(plan: SweepPlan, pipeline_file: Path, hosts: list[str] | None) -> l
         return [*python, *run]
     horovodrun = shutil.which("horovodrun", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     placement = ["-H", ",".join(hosts)] if hosts else []
+    nics = plan.sweep.get("network_interfaces")
+    placement += ["--network-interfaces", str(nics)] if nics else []
     return [horovodrun or "horovodrun", "-np", str(ranks), *placement, "--gloo", *python, *run]
 
 
