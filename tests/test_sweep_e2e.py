@@ -2,11 +2,11 @@
 
 The sweep file extends pipelines/quickstart.yaml; `--set` on the sweep's command line shrinks
 every trial (two short epochs of 16x16 images). One study is shared by several tests (test
-time): its sweep is interrupted as Ctrl-C would (SIGINT to the sweep) and resumed, with the
-`mlflow` callback logging to a real tracking server (`mlflow server`, SQLite backend) the module
-starts when MLflow is installed. Other sweeps have trials that hang past their timeout, 2-rank
-Horovod trials, and trials started by `dslrun launch` (collective, ps). After each, no process
-of any trial may be left.
+time): a sweep of 2-rank Horovod trials (`horovodrun -np 2`), interrupted as Ctrl-C would
+(SIGINT to the sweep) and resumed, with the `mlflow` callback logging to a real tracking server
+(`mlflow server`, SQLite backend) the module starts when MLflow is installed. Other sweeps have
+one-process trials that hang past their timeout, and trials started by `dslrun launch`
+(collective, ps). After each, no process of any trial may be left.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
 SHRINK = ["--set", "runner.max_epochs=2", "--set", "inputter.batch_size=16", "--set", "inputter.num_classes=4",
           "--set", "inputter.image_shape=[16, 16, 3]"]
+# For the clusters' trials: every task builds and traces the network, ResNet-20 a few seconds more than this.
+SMALL_NETWORK = ["--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +142,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | No
 
 @dataclass
 class Study:
-    """The shared sweep: interrupted in its only trial, then resumed to its end."""
+    """The shared sweep of 2-rank Horovod trials: interrupted in its only trial, then resumed to its end."""
 
     file: Path
     directory: Path
@@ -165,6 +167,8 @@ def study(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str], mlflow_
   max_trials: 1
   method: random
   seed: 0
+  ranks_per_trial: 2
+  slots: 2
   early_stopping: {type: asha, reduction_factor: 2}
   parameters:
     modeler.optimizer.learning_rate: {type: log_uniform, low: 0.01, high: 0.5}
@@ -183,13 +187,17 @@ callbacks:
     return Study(file, directory, output, left, rows, resumed, leftovers(directory), mlflow_server)
 
 
-def test_ctrl_c_stops_the_sweep_s_trials_and_status_shows_them_interrupted(study: Study) -> None:
+@pytest.mark.multiprocess
+def test_ctrl_c_stops_every_rank_of_the_sweep_s_trials_and_status_shows_them_interrupted(study: Study) -> None:
     assert "interrupted: the trials were stopped" in study.interrupted
-    assert study.left_after_interrupt == []
+    assert study.left_after_interrupt == []  # horovodrun and both ranks
+    log = (study.directory / "trial-0000" / "trial.log").read_text()
+    assert log.startswith("$ ") and "horovodrun -np 2 " in log.splitlines()[0]
     rows = study.status_after_interrupt
     assert rows[1][:2] == ["0", "interrupted"] and rows[2] == ["no", "trial", "has", "finished", "yet"], rows
 
 
+@pytest.mark.multiprocess
 def test_re_running_the_sweep_resumes_the_interrupted_trial_from_its_checkpoint(study: Study) -> None:
     assert study.resumed.returncode == 0, study.resumed.stderr
     assert "trial 0 was interrupted: it runs again (resuming" in study.resumed.stderr
@@ -202,6 +210,7 @@ def test_re_running_the_sweep_resumes_the_interrupted_trial_from_its_checkpoint(
     assert not (study.directory / "trial-0001").exists()  # the re-run went on in trial 0's directory, from its checkpoint
 
 
+@pytest.mark.multiprocess
 def test_the_sweep_writes_the_best_pipeline_and_plots(study: Study, env: dict[str, str]) -> None:
     best = study.directory / "best.yaml"
     assert best.is_file() and (study.directory / "optimization_history.png").stat().st_size > 1000
@@ -210,6 +219,7 @@ def test_the_sweep_writes_the_best_pipeline_and_plots(study: Study, env: dict[st
     assert "sweep:" not in best.read_text() and "model_dir: runs/tune-best" in best.read_text()
 
 
+@pytest.mark.multiprocess
 def test_the_sweep_is_a_parent_mlflow_run_and_the_resumed_trial_continues_its_child_run(study: Study) -> None:
     if study.tracking is None:
         pytest.skip('MLflow is an optional extra: pip install "dslrun[mlflow]" (make install does)')
@@ -252,37 +262,6 @@ def test_trials_that_hang_past_their_timeout_fail_with_the_reason_until_max_fail
     assert result.stderr.count("failed: hung: still running after 2 s (sweep.trial_timeout_seconds); stopped") == 2
     assert "Traceback" not in result.stderr
     assert leftovers(tmp_path / "sweep") == []
-
-
-@pytest.mark.multiprocess
-def test_a_sweep_of_two_rank_horovod_trials_stops_every_rank_on_ctrl_c_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
-    file = sweep_file(tmp_path, """\
-  metric: val/loss
-  max_trials: 1
-  ranks_per_trial: 2
-  slots: 2
-  early_stopping: {type: median}
-  parameters:
-    modeler.optimizer.learning_rate: {type: choice, values: [0.05, 0.2]}
-""")
-    directory = tmp_path / "sweep"
-    output = interrupt_when_training(file, env, trial=0)
-    assert "interrupted: the trials were stopped" in output
-    assert leftovers(directory) == []  # horovodrun and both ranks
-    log = (directory / "trial-0000" / "trial.log").read_text()
-    assert log.startswith("$ ") and "horovodrun -np 2 " in log.splitlines()[0]
-    resumed = sweep(env, str(file))
-    assert resumed.returncode == 0, resumed.stderr
-    assert leftovers(directory) == []
-    states = [line.split()[:2] for line in resumed.stderr.splitlines() if line.startswith(("0 ", "1 "))]
-    assert states == [["0", "interrupted"], ["1", "complete"]], resumed.stderr  # the report the sweep ends with
-    log = (directory / "trial-0000" / "trial.log").read_text()
-    second = log[log.rindex("\n$ "):]
-    assert log.count("\n$ ") + log.startswith("$ ") == 2 and "resumed from " in second  # from trial 0's checkpoint
-
-
-# A small network for the clusters' trials: every task builds and traces it (ResNet-20 would be 2-3 s more each).
-SMALL_NETWORK = ["--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
 @pytest.mark.multiprocess

@@ -31,8 +31,9 @@ from testhosts import TestHosts, test_hosts  # noqa: F401 (the session fixture)
 from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
+# One short epoch of a small network: the test is about the study's storage, not the model.
 SHRINK = ["--set", "runner.max_epochs=1", "--set", "inputter.batch_size=16", "--set", "inputter.num_classes=4",
-          "--set", "inputter.image_shape=[16, 16, 3]"]
+          "--set", "inputter.image_shape=[16, 16, 3]", "--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
 def _server_binaries() -> Path:
