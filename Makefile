@@ -88,8 +88,9 @@ slurm:
 	  fi; \
 	fi
 
-# The PostgreSQL test of sweeps (tests/test_sweep_postgres.py) starts a server of its own: Debian's
-# postgresql, installed with apt when root (the test skips, naming it, without).
+# The PostgreSQL test of sweeps (tests/test_sweep_postgres.py) starts a server of its own, on the test
+# hosts' bridge (a second driver runs inside one of them, see `sshd`): Debian's postgresql, installed
+# with apt when root (the test skips, naming it, without).
 postgres:
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

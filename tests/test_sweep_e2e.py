@@ -1,17 +1,28 @@
 """`dslrun sweep` end to end: real trials of the shipped quickstart pipeline on tiny generated data.
 
 The sweep file extends pipelines/quickstart.yaml; `--set` on the sweep's command line shrinks
-every trial (two short epochs of 16x16 images). One sweep is interrupted as Ctrl-C would (SIGINT
-to the sweep) and resumed; one has trials that hang past their timeout; one runs 2-rank Horovod
-trials. After each, no process of any trial may be left.
+every trial (two short epochs of 16x16 images). One study is shared by several tests (test
+time): a sweep of 2-rank Horovod trials (`horovodrun -np 2`), interrupted as Ctrl-C would
+(SIGINT to the sweep) and resumed, with the `mlflow` callback logging to a real tracking server
+(`mlflow server`, SQLite backend) the module starts when MLflow is installed. Other sweeps have
+one-process trials that hang past their timeout, and trials started by `dslrun launch`
+(collective, ps). After each, no process of any trial may be left.
 """
 
 from __future__ import annotations
 
+import http.client
+import importlib.util
+import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +34,8 @@ from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
 SHRINK = ["--set", "runner.max_epochs=2", "--set", "inputter.batch_size=16", "--set", "inputter.num_classes=4",
           "--set", "inputter.image_shape=[16, 16, 3]"]
+# For the clusters' trials: every task builds and traces the network, ResNet-20 a few seconds more than this.
+SMALL_NETWORK = ["--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +79,11 @@ def status(env: dict[str, str], file: Path) -> list[list[str]]:
 def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
     """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has checkpointed; its whole output."""
     directory = file.parent / "sweep"
+    # SIGINT at its default in the sweep: a pytest started in the background by a shell without job control
+    # (CI's scripts) ignores it, and so would the sweep, which inherits it.
     process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, cwd=file.parent, start_new_session=True)
+                               text=True, env=env, cwd=file.parent, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         assert process.stderr is not None
@@ -86,37 +102,148 @@ def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
     return "".join(lines) + rest
 
 
-def test_a_sweep_interrupted_by_ctrl_c_stops_its_trials_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
+    """A real tracking server (SQLite backend) when MLflow is installed, else None (its test skips)."""
+    if importlib.util.find_spec("mlflow") is None:
+        yield None
+        return
+    root = tmp_path_factory.mktemp("mlflow")
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+               "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts"),
+               "--workers", "1"]
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below, after the server
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240  # a deadline only: it starts in about 10 s on a quiet machine
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except (OSError, http.client.HTTPException):  # not up yet (or, until it binds, another program's port)
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        kill_group(process)
+        log.close()
+
+
+@dataclass
+class Study:
+    """The shared sweep of 2-rank Horovod trials: interrupted in its only trial, then resumed to its end."""
+
+    file: Path
+    directory: Path
+    interrupted: str  # the interrupted sweep's output
+    left_after_interrupt: list[str]
+    status_after_interrupt: list[list[str]]
+    resumed: subprocess.CompletedProcess[str]
+    left_after_resume: list[str]
+    tracking: str | None  # the MLflow server's URL
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str], mlflow_server: str | None) -> Study:
+    tmp_path = tmp_path_factory.mktemp("resumed")
+    tracking = "" if mlflow_server is None else f"""\
+  - type: mlflow
+    tracking_uri: {mlflow_server}
+    every_n_iters: 2
+"""
     file = sweep_file(tmp_path, """\
   metric: val/accuracy
   max_trials: 1
   method: random
   seed: 0
+  ranks_per_trial: 2
+  slots: 2
   early_stopping: {type: asha, reduction_factor: 2}
   parameters:
     modeler.optimizer.learning_rate: {type: log_uniform, low: 0.01, high: 0.5}
-""")
+callbacks:
+  - type: train_basic
+  - type: val_basic
+  - type: checkpoint
+    every_n_epochs: 1
+    save_best: {monitor: val/accuracy}
+""" + tracking)
     directory = tmp_path / "sweep"
     output = interrupt_when_training(file, env, trial=0)
-    assert "interrupted: the trials were stopped" in output
-    assert leftovers(directory) == []
+    left = leftovers(directory)
     rows = status(env, file)
+    resumed = sweep(env, str(file))
+    return Study(file, directory, output, left, rows, resumed, leftovers(directory), mlflow_server)
+
+
+@pytest.mark.multiprocess
+def test_ctrl_c_stops_every_rank_of_the_sweep_s_trials_and_status_shows_them_interrupted(study: Study) -> None:
+    assert "interrupted: the trials were stopped" in study.interrupted
+    assert study.left_after_interrupt == []  # horovodrun and both ranks
+    log = (study.directory / "trial-0000" / "trial.log").read_text()
+    assert log.startswith("$ ") and "horovodrun -np 2 " in log.splitlines()[0]
+    rows = study.status_after_interrupt
     assert rows[1][:2] == ["0", "interrupted"] and rows[2] == ["no", "trial", "has", "finished", "yet"], rows
 
-    resumed = sweep(env, str(file))
-    assert resumed.returncode == 0, resumed.stderr
-    assert "trial 0 was interrupted: it runs again (resuming" in resumed.stderr
-    assert leftovers(directory) == []
-    table = status(env, file)
-    assert [row[:2] for row in table[1:3]] == [["0", "interrupted"], ["1", "complete"]], table  # 0 re-run as 1
-    log = (directory / "trial-0000" / "trial.log").read_text()
+
+@pytest.mark.multiprocess
+def test_re_running_the_sweep_resumes_the_interrupted_trial_from_its_checkpoint(study: Study) -> None:
+    assert study.resumed.returncode == 0, study.resumed.stderr
+    assert "trial 0 was interrupted: it runs again (resuming" in study.resumed.stderr
+    assert study.left_after_resume == []
+    table = [line.split() for line in study.resumed.stderr.splitlines()]  # the report the sweep ends with
+    start = table.index(["trial", "state", "val/accuracy", "seconds", "modeler.optimizer.learning_rate", "reason"])
+    assert [row[:2] for row in table[start + 1:start + 3]] == [["0", "interrupted"], ["1", "complete"]], table  # 0 re-run as 1
+    log = (study.directory / "trial-0000" / "trial.log").read_text()
     assert log.count("\n$ ") + log.startswith("$ ") == 2 and "resumed from " in log[log.rindex("\n$ "):]
-    assert not (directory / "trial-0001").exists()  # the re-run went on in trial 0's directory, from its checkpoint
-    best = directory / "best.yaml"
-    assert best.is_file() and (directory / "optimization_history.png").stat().st_size > 1000
+    assert not (study.directory / "trial-0001").exists()  # the re-run went on in trial 0's directory, from its checkpoint
+
+
+@pytest.mark.multiprocess
+def test_the_sweep_writes_the_best_pipeline_and_plots(study: Study, env: dict[str, str]) -> None:
+    best = study.directory / "best.yaml"
+    assert best.is_file() and (study.directory / "optimization_history.png").stat().st_size > 1000
     checked = subprocess.run([*DSLRUN, "validate", str(best)], capture_output=True, text=True, env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "sweep:" not in best.read_text() and "model_dir: runs/tune-best" in best.read_text()
+
+
+@pytest.mark.multiprocess
+def test_the_sweep_is_a_parent_mlflow_run_and_the_resumed_trial_continues_its_child_run(study: Study) -> None:
+    if study.tracking is None:
+        pytest.skip('MLflow is an optional extra: pip install "dslrun[mlflow]" (make install does)')
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=study.tracking)
+    experiment = client.get_experiment_by_name("tune")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 1, [r.data.tags for r in runs]  # the re-run is no second child
+    parent, child = parents[0], children[0]
+    assert parent.info.status == "FINISHED" and parent.data.params["sweep.metric"] == '"val/accuracy"'
+    assert "best/val/accuracy" in parent.data.metrics
+    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id and child.info.status == "FINISHED"
+    assert child.data.params["runner.max_epochs"] == "2" and child.data.params["callbacks.3.type"] == "mlflow"
+    assert 0.01 <= float(child.data.params["modeler.optimizer.learning_rate"]) <= 0.5  # the trial's value
+    trial = study.directory / "trial-0000"
+    assert json.loads((trial / "mlflow.json").read_text())["run_id"] == child.info.run_id
+    steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/accuracy")]
+    assert steps[-1] == 8 and set(steps) <= {4, 8}, steps  # epoch 2's val phase logged by the resumed run
+    assert client.get_metric_history(child.info.run_id, "train/loss")
+    artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert {"pipeline.yaml", "best"} <= artifacts, artifacts
 
 
 def test_trials_that_hang_past_their_timeout_fail_with_the_reason_until_max_failed_trials(
@@ -138,26 +265,25 @@ def test_trials_that_hang_past_their_timeout_fail_with_the_reason_until_max_fail
 
 
 @pytest.mark.multiprocess
-def test_a_sweep_of_two_rank_horovod_trials_stops_every_rank_on_ctrl_c_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
-    file = sweep_file(tmp_path, """\
-  metric: val/loss
+@pytest.mark.parametrize(("backend", "ranks", "command", "tasks"), [
+    ("collective", 2, "-m dsl launch --backend collective --workers 2 ", ["[chief]", "[worker:0]"]),
+    ("ps", 1, "-m dsl launch --backend ps --workers 1 --ps 1 ", ["[chief]", "[worker:0]", "[ps:0]"]),
+])
+def test_a_trial_of_a_cluster_backend_is_a_cluster_that_dslrun_launch_starts(
+    tmp_path: Path, env: dict[str, str], backend: str, ranks: int, command: str, tasks: list[str]
+) -> None:
+    file = sweep_file(tmp_path, f"""\
+  metric: val/accuracy
   max_trials: 1
-  ranks_per_trial: 2
-  slots: 2
-  early_stopping: {type: median}
+  ranks_per_trial: {ranks}
+  slots: 4
   parameters:
-    modeler.optimizer.learning_rate: {type: choice, values: [0.05, 0.2]}
+    modeler.optimizer.learning_rate: {{type: choice, values: [0.05, 0.1]}}
 """)
-    directory = tmp_path / "sweep"
-    output = interrupt_when_training(file, env, trial=0)
-    assert "interrupted: the trials were stopped" in output
-    assert leftovers(directory) == []  # horovodrun and both ranks
-    log = (directory / "trial-0000" / "trial.log").read_text()
-    assert log.startswith("$ ") and "horovodrun -np 2 " in log.splitlines()[0]
-    resumed = sweep(env, str(file))
-    assert resumed.returncode == 0, resumed.stderr
-    assert leftovers(directory) == []
-    assert [row[1] for row in status(env, file)[1:3]] == ["interrupted", "complete"]
-    log = (directory / "trial-0000" / "trial.log").read_text()
-    second = log[log.rindex("\n$ "):]
-    assert log.count("\n$ ") + log.startswith("$ ") == 2 and "resumed from " in second  # from trial 0's checkpoint
+    result = sweep(env, str(file), "--set", f"runner.backend={backend}", *SMALL_NETWORK)
+    assert result.returncode == 0, result.stderr
+    assert "trial 0 finished: val/accuracy " in result.stderr, result.stderr
+    log = (tmp_path / "sweep" / "trial-0000" / "trial.log").read_text()
+    assert command in log.splitlines()[0], log.splitlines()[0]
+    assert all(task in log for task in tasks), log[-3000:]  # every task of the cluster ran (and printed)
+    assert leftovers(tmp_path / "sweep") == []

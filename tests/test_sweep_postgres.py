@@ -1,10 +1,14 @@
-"""A sweep's study in PostgreSQL, continued by a second driver: what several hosts driving one sweep do.
+"""A sweep's study in PostgreSQL, continued from a second host: what several hosts driving one sweep do.
 
 The test starts a real PostgreSQL server of its own (Debian's `postgresql`, which `make install`
-and `make test` install when root) on a free loopback port, as the `postgres` system user (the
-server refuses to run as root), and always stops it. Driver A runs the first trial of the study;
-driver B, with a sweep directory of its own as another host would have, finds that trial in the
-database and runs the next. Skipped, with the reason, where no server can be started.
+and `make test` install when root) as the `postgres` system user (the server refuses to run as
+root), and always stops it. It listens on the login node's address on the test hosts' bridge
+(tests/testhosts.py: network namespaces with their own sshd), and its pg_hba.conf lets in that
+address and `hostb`'s alone. Driver A runs the first trial of the study on the login node;
+driver B runs inside `hostb` (its own network namespace: it reaches the server over its veth
+and the bridge, as another machine would), with a sweep directory of its own, finds that trial
+in the database and runs the next, which the study records beside the first. Skipped, with the
+reason, where no server or no test hosts can be started.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from testhosts import TestHosts, test_hosts  # noqa: F401 (the session fixture)
 
 from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
+# One short epoch of a small network: the test is about the study's storage, not the model.
 SHRINK = ["--set", "runner.max_epochs=1", "--set", "inputter.batch_size=16", "--set", "inputter.num_classes=4",
-          "--set", "inputter.image_shape=[16, 16, 3]"]
+          "--set", "inputter.image_shape=[16, 16, 3]", "--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
 def _server_binaries() -> Path:
@@ -51,8 +57,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[str]:
+def database(test_hosts: TestHosts) -> Iterator[str]:  # noqa: F811
+    """A database `sweeps` on a server reachable from the login node and from hostb over the bridge."""
     binaries = _server_binaries()
+    address = test_hosts.login_address
     root = Path(tempfile.mkdtemp(prefix="dslrun-pg-"))  # not under pytest's 0700 root: the postgres user reads it
     root.chmod(0o755)
     shutil.chown(root, "postgres")
@@ -62,15 +70,17 @@ def database() -> Iterator[str]:
     try:
         subprocess.run([*as_postgres, str(binaries / "initdb"), "-D", str(root / "data"), "-U", "dslrun", "-A", "trust",
                         "--no-sync"], check=True, capture_output=True)
+        with open(root / "data" / "pg_hba.conf", "a") as hba:  # the two hosts of the sweep, no other
+            hba.write(f"host all dslrun {address}/32 trust\nhost all dslrun {test_hosts.hosts['hostb'].address}/32 trust\n")
         process = subprocess.Popen([*as_postgres, str(binaries / "postgres"), "-D", str(root / "data"), "-p", str(port),
-                                    "-k", str(root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                                    "-k", str(root), "-c", f"listen_addresses={address}", "-c", "fsync=off"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         import psycopg
 
         deadline = time.monotonic() + 30
         while True:
             try:
-                connection = psycopg.connect(host="127.0.0.1", port=port, user="dslrun", dbname="postgres", autocommit=True)
+                connection = psycopg.connect(host=address, port=port, user="dslrun", dbname="postgres", autocommit=True)
                 break
             except psycopg.OperationalError:
                 if process.poll() is not None or time.monotonic() > deadline:
@@ -78,7 +88,7 @@ def database() -> Iterator[str]:
                 time.sleep(0.3)
         connection.execute("CREATE DATABASE sweeps")
         connection.close()
-        yield f"postgresql://dslrun@127.0.0.1:{port}/sweeps"
+        yield f"postgresql://dslrun@{address}:{port}/sweeps"
     finally:
         if process is not None:
             try:
@@ -91,7 +101,10 @@ def database() -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_a_second_driver_continues_the_study_through_postgresql(tmp_path: Path, database: str) -> None:
+@pytest.mark.multihost
+def test_a_driver_on_a_second_host_continues_the_study_through_postgresql(
+    tmp_path: Path, database: str, test_hosts: TestHosts  # noqa: F811
+) -> None:
     data = synthetic_data(tmp_path / "data", num_train=64, num_val=32, image_size=16)
     env = {**MULTIRANK_ENV, "DATA_DIR": str(data)}
     file = tmp_path / "tune.yaml"
@@ -106,23 +119,26 @@ sweep:
     modeler.optimizer.learning_rate: {{type: log_uniform, low: 0.01, high: 0.5}}
 """, encoding="utf-8")
 
-    def driver(host: str, *more: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*DSLRUN, "sweep", str(file), *SHRINK, "--set", f"sweep.directory={tmp_path / host}", *more],
-                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    def driver(host: str, *more: str) -> list[str]:
+        return [*DSLRUN, "sweep", str(file), *SHRINK, "--set", f"sweep.directory={tmp_path / host}", *more]
 
-    first = driver("host-a")
+    first = subprocess.run(driver("host-a"), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert first.returncode == 0, first.stderr
     assert f"study 'shared' in {database}: 0 of 1 trials done" in first.stderr
-    second = driver("host-b", "--set", "sweep.max_trials=2")
+    assert "127.0.0.1" not in database
+    try:
+        second = test_hosts.run("hostb", driver("host-b", "--set", "sweep.max_trials=2"), env=env,
+                                timeout=300)
+    finally:
+        test_hosts.kill_strays()
     assert second.returncode == 0, second.stderr
     assert f"study 'shared' in {database}: 1 of 2 trials done" in second.stderr
     assert "trial 1 finished" in second.stderr
     assert (tmp_path / "host-a" / "trial-0000" / "trial.yaml").is_file()
     assert (tmp_path / "host-b" / "trial-0001" / "trial.yaml").is_file()
-    status = subprocess.run([*DSLRUN, "sweep", str(file), "--status", "--set", f"sweep.directory={tmp_path / 'host-a'}"],
-                            capture_output=True, text=True, env=env, cwd=tmp_path)
-    states = [line.split()[1] for line in status.stdout.splitlines()[1:3]]
-    assert states == ["complete", "complete"], status.stdout + status.stderr
+    # The report driver B ends with: both trials, from the one study both hosts share.
+    states = [line.split()[:2] for line in second.stderr.splitlines() if line.startswith(("0 ", "1 "))]
+    assert states == [["0", "complete"], ["1", "complete"]], second.stderr
 
 
 def test_an_unreachable_storage_is_one_error_line(tmp_path: Path) -> None:

@@ -196,10 +196,12 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
         found.append(Diagnostic.at(sources.locate(path), path,
                                    f"runner.backend is {backend}, which runs one process, but ranks_per_trial is {ranks}; "
                                    "set runner.backend: auto (horovodrun) or collective, or ranks_per_trial: 1"))
-    if spec is not None and spec.launch is not None and sweep.get("hosts"):
+    if sweep.get("hosts") and spec is not None and "horovodrun" not in spec.capabilities.launchers:
+        # Trials reach the hosts through horovodrun -H; a backend it does not start would ignore them.
         path = ("sweep", "hosts")
         found.append(Diagnostic.at(sources.locate(path), path,
-                                   f"sweep.hosts places horovodrun trials, but runner.backend is {backend}; remove hosts"))
+                                   f"sweep.hosts places trials with horovodrun -H, which does not start runner.backend "
+                                   f"{backend}; remove hosts, or set runner.backend: auto or horovod"))
     slots = slots_given(sweep)
     parallel = int(sweep.get("parallel_trials", 1))
     each = trial_processes(pipeline)

@@ -342,7 +342,7 @@ class Sweep:
 
     def _take_hosts(self) -> list[str] | None:
         """`host:n` entries for one horovodrun trial out of the sweep's free slots (None: this machine)."""
-        if not self.plan.sweep.get("hosts") or self.plan.ranks == 1:
+        if not self.plan.sweep.get("hosts"):
             return None
         taken: dict[str, int] = {}
         for _ in range(self.plan.ranks):

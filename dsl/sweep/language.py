@@ -133,11 +133,23 @@ SWEEP_SCHEMA: dict[str, Any] = {
             "type": ["integer", "null"], "minimum": 1, "default": None,
         },
         "hosts": {
-            "description": "Hosts for horovodrun trials, as horovodrun -H writes them (host:slots); null: this machine.",
+            "description": (
+                "Hosts the trials run on, as horovodrun -H writes them (host:slots): each trial is started by "
+                "horovodrun -H on ranks_per_trial free slots of them (one-rank trials too; runner.backend auto or "
+                "horovod); null: this machine."
+            ),
             "type": ["array", "null"],
             "items": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]+:[0-9]+$"},
             "minItems": 1,
             "default": None,
+        },
+        "network_interfaces": {
+            "description": (
+                "horovodrun trials: the interfaces their ranks talk over, as horovodrun --network-interfaces takes "
+                "them (eth0 or eth0,ib0); null: horovodrun tests the hosts' interfaces itself (and caches what it "
+                "found in ~/.horovod)."
+            ),
+            "type": ["string", "null"], "pattern": "^[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*$", "default": None,
         },
         "trial_timeout_seconds": {
             "description": "A trial running longer is stopped and marked failed (hung); null: no limit.",

@@ -39,7 +39,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 
 def launcher(plan: SweepPlan, pipeline_file: Path, hosts: list[str] | None) -> list[str]:
-    """The command that runs `pipeline_file` the way its runner runs it, with the sweep's ranks per trial."""
+    """The command that runs `pipeline_file` the way its runner runs it, with the sweep's ranks per trial.
+
+    A trial given `hosts` (sweep.hosts) is started by horovodrun on them even with one rank: that
+    is how it reaches another host, and the sweep's slots are spent where they were given."""
     python = [sys.executable, "-m", "dsl"]
     run = ["run", *(arg for module in plan.plugins for arg in ("--plugin", module)), str(pipeline_file)]
     ranks = plan.ranks
@@ -47,10 +50,12 @@ def launcher(plan: SweepPlan, pipeline_file: Path, hosts: list[str] | None) -> l
     if spec is not None and spec.launch is not None:  # a cluster `dslrun launch` starts
         extra = ["--ps", "1"] if spec.launch.parameter_servers else []
         return [*python, "launch", "--backend", plan.backend, "--workers", str(ranks), *extra, str(pipeline_file)]
-    if ranks == 1:
+    if ranks == 1 and not hosts:
         return [*python, *run]
     horovodrun = shutil.which("horovodrun", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     placement = ["-H", ",".join(hosts)] if hosts else []
+    nics = plan.sweep.get("network_interfaces")
+    placement += ["--network-interfaces", str(nics)] if nics else []
     return [horovodrun or "horovodrun", "-np", str(ranks), *placement, "--gloo", *python, *run]
 
 
