@@ -43,19 +43,22 @@ PIPELINES: dict[str, tuple[str, list[str]]] = {
     "mlp_folder.yaml": ("folder", []),
     "segmentation.yaml": ("shapes", []),
     "text_classification.yaml": ("reviews", []),
+    "detection.yaml": ("boxes", []),
 }
 
 
 def generate(root: Path) -> dict[str, Path]:
     """The data each pipeline reads, with `dslrun data`'s defaults (the sets the README names)."""
     images, small, shapes, reviews = root / "images", root / "small", root / "shapes", root / "reviews"
+    boxes = root / "boxes"
     for command in (["synthetic", "--out", str(images)], ["synthetic", "--out", str(small), "--image-size", "16"],
-                    ["synthetic-segmentation", "--out", str(shapes)], ["synthetic-text", "--out", str(reviews)]):
+                    ["synthetic-segmentation", "--out", str(shapes)], ["synthetic-text", "--out", str(reviews)],
+                    ["synthetic-detection", "--out", str(boxes)]):
         subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=ENV, capture_output=True)
     from dsl.datasets.layout import class_folders
 
     folder = class_folders(small, root / "folder")
-    return {"images": images, "folder": folder, "shapes": shapes, "reviews": reviews}
+    return {"images": images, "folder": folder, "shapes": shapes, "reviews": reviews, "boxes": boxes}
 
 
 def launcher(name: str, ranks: int, kind: str) -> list[str]:
@@ -90,7 +93,7 @@ def train(name: str, ranks: int, kind: str, data: Path, run_dir: Path, seed: int
         return {"ok": False, "seconds": seconds, "error": " | ".join(tail)}
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in records if r["mode"] == "val"][-1]
-    metric = "mean_iou" if "mean_iou" in val else "accuracy"
+    metric = next(name for name in ("mean_iou", "map", "accuracy") if name in val)  # COCO mAP@[.5:.95]
     diverged = "the train loss diverged" in stdout + stderr
     return {"ok": True, "seconds": seconds, "metric": metric, "value": val[metric], "step": val["step"],
             "diverged": diverged}
