@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dsl.sweep.trial import descendants  # noqa: F401  (one /proc walker: the sweep's, re-exported for the tests)
+
 DSLRUN = [sys.executable, "-m", "dsl"]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
 # For horovodrun/mpirun: the venv's launchers on PATH, and OpenMPI allowed to run as root.
@@ -44,24 +46,6 @@ def kill_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
-
-
-def descendants(root: int) -> list[int]:
-    """PIDs of every process below `root` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, queue = [], [root]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
-    return found
 
 
 def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:

@@ -235,7 +235,7 @@ def test_killed_mid_epoch_resumes_bit_identical(tmp_path: Path, data: Path) -> N
     try:  # 256 examples / (8 x 2) = 16 steps an epoch: step 4 is mid-epoch
         deadline = time.monotonic() + 180
         while not (checkpoints / "ckpt-4.index").exists():
-            launcher.seen |= descendants(launcher.process.pid)
+            launcher.seen.update(descendants(launcher.process.pid))
             assert launcher.process.poll() is None and time.monotonic() < deadline, launcher.output()[-3000:]
             time.sleep(0.05)
     finally:

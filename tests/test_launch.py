@@ -18,7 +18,7 @@ import pytest
 
 from dsl.commands._tasks import cluster_spec, free_ports, plan_tasks
 
-from e2e_support import DSLRUN, ENV, dslrun
+from e2e_support import DSLRUN, ENV, descendants, dslrun
 
 PIPELINE = """\
 version: 1
@@ -49,28 +49,6 @@ runner:
 
 
 # ----------------------------------------------------------------------------- helpers
-def descendants(pid: int) -> set[int]:
-    """Every live process below `pid`, from /proc (no third-party package needed)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def alive(pids: set[int]) -> set[int]:
     """The pids that still run (zombies waiting to be reaped do not count)."""
     left = set()
@@ -129,11 +107,11 @@ class Launcher:
     def wait_for(self, text: str, seconds: float = 120) -> None:
         deadline = time.monotonic() + seconds
         while text not in self.output():
-            self.seen |= descendants(self.process.pid)
+            self.seen.update(descendants(self.process.pid))
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"launcher never printed {text!r}:\n{self.output()[-4000:]}")
             time.sleep(0.2)
-        self.seen |= descendants(self.process.pid)
+        self.seen.update(descendants(self.process.pid))
 
     def cleanup(self) -> None:
         if self.process.poll() is None:
