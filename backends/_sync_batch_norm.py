@@ -13,6 +13,7 @@ was built with (a loaded weights file included) are copied over. Imports TensorF
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import tensorflow as tf
@@ -62,6 +63,10 @@ def horovod_switchable() -> type:
     elastic run with `sync_batch_norm: auto` decides again at every size (dsl/sync_batch_norm.py)
     and traces its calls again, so the same layers serve both decisions. Imports Horovod."""
     from horovod.tensorflow import SyncBatchNormalization
+
+    # Horovod's `call` reads `layer.updates` (a TF1 collection hack, a no-op under TF2), and tf-keras
+    # warns about it at every trace on every rank: noise in the user's log, nothing to act on.
+    warnings.filterwarnings("ignore", message="`layer.updates` will be removed", category=UserWarning)
 
     class SwitchableSyncBatchNormalization(SyncBatchNormalization):
         synchronised = True
