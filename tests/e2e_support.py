@@ -73,3 +73,15 @@ def wait_for(path_glob: Path, process: subprocess.Popen, timeout: float = 120) -
         assert process.poll() is None, process.communicate()
         assert time.time() < deadline, f"{path_glob} did not appear"
         time.sleep(0.05)
+
+
+def sigkill_when(args: list[str], path_glob: Path, env: dict[str, str], timeout: float = 120) -> None:
+    """Run `args` until a file matching `path_glob` appears (a checkpoint mid-epoch), then SIGKILL
+    it: the crash the resume tests recover from."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_for(path_glob, process, timeout)
+    finally:
+        process.kill()
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL

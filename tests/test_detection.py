@@ -6,7 +6,6 @@ box statistics, and train / eval / predict / export through the real CLI on data
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from dsl.engine.metric_reduction import reduced_results
 from dsl.errors import DslError
 from dsl.inputters._box_listing import read_sources
 
-from e2e_support import DSLRUN, ENV, assert_identical, wait_for
+from e2e_support import DSLRUN, ENV, assert_identical, sigkill_when
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "detection.yaml"
 SMALL = ["runner.max_epochs=7", "inputter.batch_size=16"]
@@ -381,14 +380,8 @@ def test_sigkill_mid_epoch_then_rerun_ends_bit_identical(boxes: Path, tmp_path: 
     reference = tmp_path / "reference"
     run_cli(boxes, str(PIPELINE), *resume_sets(reference))
     killed = tmp_path / "killed"
-    process = subprocess.Popen([*DSLRUN, str(PIPELINE), *resume_sets(killed)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**ENV, "DATA_DIR": str(boxes)})
-    try:
-        wait_for(killed / "checkpoints" / "ckpt-4.index", process)  # mid-epoch 1 (10 steps an epoch)
-    finally:
-        process.kill()
-        process.communicate()
-    assert process.returncode == -signal.SIGKILL
+    sigkill_when([*DSLRUN, str(PIPELINE), *resume_sets(killed)], killed / "checkpoints" / "ckpt-4.index",
+                 {**ENV, "DATA_DIR": str(boxes)})  # mid-epoch 1 (10 steps an epoch)
     resumed = run_cli(boxes, str(PIPELINE), *resume_sets(killed))
     resumed_at = int(resumed.stderr.split("at step ")[1].split()[0])
     assert 3 <= resumed_at < 20, resumed.stderr

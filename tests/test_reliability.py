@@ -19,7 +19,7 @@ import yaml
 
 pytestmark = pytest.mark.slow
 
-from e2e_support import DSLRUN, ENV, assert_identical, checkpoint_arrays, dslrun, wait_for
+from e2e_support import DSLRUN, ENV, assert_identical, checkpoint_arrays, dslrun, sigkill_when, wait_for
 
 # Deterministic, with dropout and seeded augmentation: everything that could make a resumed run differ.
 PIPELINE = """\
@@ -76,14 +76,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, data: Path) -> Path:
 def test_sigkill_then_rerun_ends_bit_identical(tmp_path: Path, data: Path, reference: Path) -> None:
     pipeline = write_pipeline(tmp_path, data / "train.csv")
     checkpoints = tmp_path / "run-p" / "checkpoints"
-    process = subprocess.Popen([*DSLRUN, str(pipeline)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=ENV)
-    try:
-        wait_for(checkpoints / "ckpt-6.index", process)  # mid-epoch 1 (12 steps an epoch)
-    finally:
-        process.kill()
-        process.communicate()
-    assert process.returncode == -signal.SIGKILL
+    sigkill_when([*DSLRUN, str(pipeline)], checkpoints / "ckpt-6.index", ENV)  # mid-epoch 1 (12 steps an epoch)
     result = dslrun(str(pipeline))
     resumed_at = int(result.stderr.split("at step ")[1].split()[0])
     # ckpt-6 may still be in the middle of its write: at most one interval (a step) is lost.

@@ -5,7 +5,6 @@ resume through the real CLI on data made by `dslrun data synthetic-segmentation`
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from dsl.errors import DslError
 from dsl.inputters._pipeline import explain_data_error
 from dsl.modelers._mask_records import palette
 
-from e2e_support import DSLRUN, ENV, dslrun
+from e2e_support import DSLRUN, ENV, dslrun, sigkill_when
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "segmentation.yaml"
 
@@ -445,26 +444,10 @@ def test_export_serves_masks_from_pixels_and_from_png_bytes(shapes: Path, traine
 def test_resume_after_sigkill_ends_bit_identical(shapes: Path, trained: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     args = [*DSLRUN, str(PIPELINE), *sets(run)]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=with_data(shapes))
-    try:
-        _wait_for(run / "checkpoints" / "ckpt-12.index", process)  # mid-epoch 2 (8 steps an epoch)
-    finally:
-        process.kill()
-        process.communicate()
-    assert process.returncode == -signal.SIGKILL
+    sigkill_when(args, run / "checkpoints" / "ckpt-12.index", with_data(shapes), timeout=180)  # mid-epoch 2 (8 an epoch)
     result = run_cli(shapes, str(PIPELINE), *sets(run))
     assert "at step " in result.stderr
     reference, resumed = (tf.train.load_checkpoint(str(r / "checkpoints" / "ckpt-48")) for r in (trained, run))
     names = [name for name, _ in tf.train.list_variables(str(trained / "checkpoints" / "ckpt-48"))]
     differing = [n for n in names if not np.array_equal(reference.get_tensor(n), resumed.get_tensor(n))]
     assert not differing, differing
-
-
-def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 180) -> None:
-    import time
-
-    deadline = time.time() + timeout
-    while not path.exists():
-        assert process.poll() is None, process.communicate()
-        assert time.time() < deadline, f"{path} did not appear"
-        time.sleep(0.05)

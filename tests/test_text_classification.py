@@ -11,10 +11,8 @@ import csv
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -30,7 +28,7 @@ from dsl.errors import DslError
 from dsl.inputters._text import VOCABULARY_FILE
 from dsl.registry import lookup
 
-from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, kill_group
+from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, kill_group, sigkill_when
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "pipelines" / "text_classification.yaml"
@@ -475,17 +473,8 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path: Path, data: Path) -> No
         paths[name] = tmp_path / f"{name}.yaml"
         paths[name].write_text(RESUME_PIPELINE.format(data=data, run=tmp_path / name))
     dslrun(str(paths["reference"]))
-    process = subprocess.Popen([*DSLRUN, str(paths["killed"])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=ENV)
-    deadline = time.time() + 120
-    try:
-        while not (tmp_path / "killed" / "checkpoints" / "ckpt-30.index").exists():  # mid epoch 2 (25 steps an epoch)
-            assert process.poll() is None and time.time() < deadline, process.communicate()
-            time.sleep(0.05)
-    finally:
-        process.kill()
-        process.communicate()
-    assert process.returncode == -signal.SIGKILL
+    # mid epoch 2 (25 steps an epoch)
+    sigkill_when([*DSLRUN, str(paths["killed"])], tmp_path / "killed" / "checkpoints" / "ckpt-30.index", ENV)
     result = dslrun(str(paths["killed"]))
     assert "at step " in result.stderr
     assert 29 <= int(result.stderr.split("at step ")[1].split()[0]) < 50, result.stderr
