@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
+.PHONY: install horovod sshd slurm postgres test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
 
 install: $(STAMP)
 
@@ -143,6 +143,11 @@ bench-quick: install
 # each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
 bench-quality: install
 	$(BIN)/python bench/quality.py --write-docs
+
+# One row of it judged on several seeds per cell (docs/benchmarks.md): make bench-quality-seeds PIPELINE=detection.yaml
+bench-quality-seeds: install
+	@test -n "$(PIPELINE)" || { echo "make: bench-quality-seeds needs PIPELINE=<a file in pipelines/>, e.g. detection.yaml"; exit 1; }
+	$(BIN)/python bench/quality_seeds.py --pipeline $(PIPELINE) $(if $(SEEDS),--seeds $(SEEDS))
 
 # What synchronised batch norm costs a two-rank step at 8 and 16 per rank (docs/benchmarks.md,
 # "Synchronised batch norm: what auto costs"). About 15 minutes here.

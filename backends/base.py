@@ -14,6 +14,7 @@ from typing import Any
 
 from dsl.context import Placement
 from dsl.engine.contracts import ElasticRunner, Evaluator, ReconcileCall, StepCall, StepParts
+from dsl.engine.global_batch import Replicas
 from dsl.sync_batch_norm import BatchNormSync
 
 
@@ -47,7 +48,13 @@ class Backend:
         from dsl.engine.steps import make_train_call
 
         return make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
-                               self.wrap_tape, parts.jit_compile, parts.traces)
+                               self.wrap_tape, parts.jit_compile, parts.traces, replicas=self.step_replicas())
+
+    def step_replicas(self) -> Replicas | None:
+        """The replicas one optimizer step averages, with the in-graph mean over them, for a loss
+        normalised by a count over the global batch (dsl.engine.global_batch). None here: one
+        replica, or (ps) a step that is one worker's batch; a synchronous backend overrides it."""
+        return None
 
     def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None:
         """The compiled call averaging the replica-local state (batch-norm statistics) over the

@@ -32,6 +32,7 @@ from backends._tf_config import parse_tf_config
 from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import ReconcileCall, StepCall, StepParts
+from dsl.engine.global_batch import Replicas
 from dsl.errors import DslError
 from dsl.sync_batch_norm import BatchNormSync
 
@@ -129,11 +130,17 @@ class CollectiveBackend(Backend):
     def replicas_in_step(self) -> int:
         return self.placement.world_size
 
+    def step_replicas(self) -> Replicas | None:
+        if self.placement.world_size <= 1:
+            return None
+        return Replicas(self.average_across_replicas, self.placement.world_size)
+
     def make_train_call(self, parts: StepParts) -> StepCall:
         from dsl.engine.steps import make_train_call
 
         call = make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
-                               self.wrap_tape, parts.jit_compile, parts.traces, strategy=self.strategy)
+                               self.wrap_tape, parts.jit_compile, parts.traces, strategy=self.strategy,
+                               replicas=self.step_replicas())
         return _Explained(call, self)
 
     def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None:

@@ -72,3 +72,17 @@ def test_threads_are_read_and_the_main_thread_is_told_apart():
     after = {main: 1.5, pool: 9.0, pool + 1: 0.3, pool + 2: 0.25}  # a thread started meanwhile counts from 0
     assert cpu_by_thread(before, after, top=1) == {"main": 0.5, "1": 4.0, "other": 0.35}
     assert len(load_average()) == 3
+
+
+def test_the_seed_table_compares_every_cell_to_one_process_on_the_mean():
+    import quality_seeds
+
+    def outcome(kind: str, ranks: int, seed: int, value: float | None) -> dict:
+        return {"kind": kind, "ranks": ranks, "seed": seed, "ok": value is not None, **({"value": value} if value else {})}
+
+    results = [outcome("local", 1, 1, 0.40), outcome("local", 1, 2, 0.20), outcome("horovod", 2, 1, 0.35),
+               outcome("horovod", 2, 2, 0.30), outcome("collective", 2, 1, 0.50), outcome("collective", 2, 2, None)]
+    lines = quality_seeds.table(results, [("local", 1), ("horovod", 2), ("collective", 2)], [1, 2]).splitlines()
+    assert lines[2] == "| 1 process | 0.400 | 0.200 | 0.300 |  |"
+    assert lines[3] == "| horovod x 2 | 0.350 | 0.300 | 0.325 | +0.025 |"
+    assert lines[4] == "| collective x 2 | 0.500 | failed | 0.500 | +0.200 |"

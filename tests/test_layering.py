@@ -146,7 +146,8 @@ def test_the_engine_meets_the_backends_only_at_its_composition_root() -> None:
 
 
 def test_backends_use_the_engine_through_its_contracts_and_step_functions() -> None:
-    allowed = {"dsl.engine", "dsl.engine.contracts", "dsl.engine.steps", "dsl.engine.replicas", "dsl.engine.precision"}
+    allowed = {"dsl.engine", "dsl.engine.contracts", "dsl.engine.steps", "dsl.engine.replicas", "dsl.engine.precision",
+               "dsl.engine.global_batch"}
     used = {target for name, targets in graph().items() if name.startswith("backends")
             for target in targets if target.startswith("dsl.engine")}
     assert used <= allowed

@@ -24,6 +24,7 @@ from typing import Any, cast
 import tensorflow as tf
 
 from dsl.engine.contracts import StepCall
+from dsl.engine.global_batch import Replicas, sharing
 from dsl.engine.gradient_scale import scale_gradients
 from dsl.engine.precision import scaled_loss, unscaled_gradients
 
@@ -42,6 +43,7 @@ def make_step(
     wrap_tape: Callable[[tf.GradientTape], Any] = _identity_tape,
     num_replicas: int = 1,
     jit_gradients: bool = False,
+    replicas: Replicas | None = None,
 ) -> Step:
     """`step(features, targets)`: one optimizer update from this replica's batch; returns its loss.
 
@@ -53,6 +55,9 @@ def make_step(
     `jit_gradients` XLA-compiles the forward and backward pass only: under a strategy,
     `apply_gradients` holds the all-reduce, which XLA on CPU cannot compile (the process
     aborted when it tried).
+
+    `replicas` (a synchronous backend's, more than one) lets a loss normalised by a count over
+    its batch divide by the global batch's count (dsl.engine.global_batch); never with XLA.
     """
     loss_metric = metrics["loss"]
     terms = loss_term_metrics(modeler, metrics)
@@ -61,7 +66,8 @@ def make_step(
     def gradients_of(features: Any, targets: Any) -> tuple[tf.Tensor, Any, list[tf.Tensor], dict[str, tf.Tensor]]:
         with tf.GradientTape() as tape:
             outputs = model(features, training=True)
-            losses = modeler.loss(targets, outputs, model)
+            with sharing(replicas):
+                losses = modeler.loss(targets, outputs, model)
             loss = losses["loss"]
             share = loss / num_replicas if num_replicas > 1 else loss
             objective = scaled_loss(optimizer, share)
@@ -103,6 +109,7 @@ def make_train_call(
     jit_compile: bool,
     traces: Counter[str],
     strategy: tf.distribute.Strategy | None = None,
+    replicas: Replicas | None = None,
 ) -> StepCall:
     """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
 
@@ -116,8 +123,9 @@ def make_train_call(
     may be a distributed one), and the loss returned is the mean of this process's replicas (the epoch's metrics are combined across
     processes from their states, dsl.engine.metric_reduction, as for Horovod).
     """
-    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
-    step = make_step(model, modeler, optimizer, metrics, wrap_tape, replicas, jit_gradients=jit_compile and strategy is not None)
+    in_step = strategy.num_replicas_in_sync if strategy is not None else 1
+    step = make_step(model, modeler, optimizer, metrics, wrap_tape, in_step, jit_gradients=jit_compile and strategy is not None,
+                     replicas=None if jit_compile else replicas)
     # XLA cannot compile the iterator's `next`, so only the step itself is jit-compiled.
     if jit_compile and strategy is None:
         step = tf.function(step, jit_compile=True)

@@ -9,7 +9,8 @@ network derives them. What every modeler shares (optimizer, lr_schedule, weight_
 
 Loss: anchors matched by IoU (dsl/modelers/_box_coding.py), sigmoid focal loss over every
 non-ignored anchor and smooth-L1 of the coded boxes (or GIoU of the decoded boxes) over the
-positives, both divided by the number of positives. Reported apart: `class_loss`,
+positives, both divided by the number of positives of the global batch (on N replicas, each
+divides by that count / N, so their averaged gradient is one process's: dsl.engine.global_batch). Reported apart: `class_loss`,
 `box_loss` (and `l2_loss` with weight_decay).
 
 Predictions and serving: `tf.image.combined_non_max_suppression` per class, returning the
@@ -123,13 +124,14 @@ class ObjectDetectionModeler(BaseModeler):
         """{'loss': class_loss + box_loss_weight * box_loss + l2_loss, and each part}."""
         import tensorflow as tf
 
+        from dsl.engine.global_batch import count_normaliser
         from dsl.modelers._box_coding import decode, encode, focal_loss, giou_loss, match, smooth_l1
 
         p = self.params
         outputs = tf.cast(outputs, tf.float32)
         anchors = tf.constant(self.anchors)
         boxes, labels, positive = match(targets, anchors, p["matched_iou"], p["unmatched_iou"])
-        positives = tf.maximum(tf.reduce_sum(tf.cast(positive, tf.float32)), 1.0)
+        positives = count_normaliser(tf.reduce_sum(tf.cast(positive, tf.float32)))
         class_loss = tf.reduce_sum(focal_loss(labels, outputs[..., 4:], p["focal_alpha"], p["focal_gamma"])) / positives
         if p["box_loss"] == "giou":
             per_anchor = giou_loss(decode(outputs[..., :4], anchors), boxes)
