@@ -440,14 +440,18 @@ def cpu_figures(results: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
 
 # Where a goal is missed, what the profiles in docs/benchmarks.md show prevents it here.
 WHY_MISSED = {
-    "P1 dslrun / fit": ("fit ties dslrun on CPU per image: the step is ~50 % of the convolution peak, the loop "
-                        "around it adds < 1 ms"),
+    "P1 dslrun / fit": ("fit adds nothing either: CPU per image within 2 % of dslrun's, both at 0.34-0.35 of the "
+                        "conv peak; 1.2 would need dslrun to do a fifth less work for the same step"),
     "P2 dslrun np2 / one process, 2 threads": "Gloo + coordination threads take ~15 % of each rank's only core",
     "collective np2 / Horovod np2 (runner.backend, same pipeline)": (
         "under load the order flips run to run (0.65-1.44); quiet, collective wins (1.17-1.29): "
         "docs/backends.md, which to choose where"),
-    "P3 CSV+PNG+cifar augmenter / synthetic": ("host noise: wall-clock ratios spread 0.78-1.53; CPU per image "
-                                               "is within 2 % (see the CPU-time row)"),
+    "P3 CSV+PNG+cifar augmenter / synthetic": ("decoding PNGs and augmenting cost CPU the step's threads already "
+                                               "use on 2 cores (CPU per image 0.96 of synthetic's on the fast "
+                                               "host, 0.98 on the slow one): docs/benchmarks.md"),
+    "P6 text: dslrun / tf.function loop": "a 3 ms step: docs/benchmarks.md, the full run of session 12",
+    "P6 detection: dslrun / Keras fit": "CPU per step within 2 %: docs/benchmarks.md, the full run of session 12",
+    "P6 detection: dslrun / tf.function loop": "CPU per step within 2 %: docs/benchmarks.md, the full run of session 12",
 }
 
 
