@@ -95,8 +95,9 @@ def train(name: str, ranks: int, kind: str, data: Path, run_dir: Path, seed: int
     val = [r for r in records if r["mode"] == "val"][-1]
     metric = next(name for name in ("mean_iou", "map", "accuracy") if name in val)  # COCO mAP@[.5:.95]
     diverged = "the train loss diverged" in stdout + stderr
+    # The whole val record too: a per-class value near 0 (a class never learned) explains a low mean.
     return {"ok": True, "seconds": seconds, "metric": metric, "value": val[metric], "step": val["step"],
-            "diverged": diverged}
+            "diverged": diverged, "val": {k: v for k, v in val.items() if isinstance(v, (int, float))}}
 
 
 def table(results: list[dict]) -> str:

@@ -449,6 +449,9 @@ WHY_MISSED = {
     "P3 CSV+PNG+cifar augmenter / synthetic": ("decoding PNGs and augmenting cost CPU the step's threads already "
                                                "use on 2 cores (CPU per image 0.96 of synthetic's on the fast "
                                                "host, 0.98 on the slow one): docs/benchmarks.md"),
+    "BN statistics averaged where read: dslrun np2 / the same without": (
+        "0.968 (0.92-0.99) in a quiet side-by-side run: Horovod's background thread works ~70 % more with the "
+        "average's tensors in play; docs/benchmarks.md"),
     "P6 text: dslrun / tf.function loop": "a 3 ms step: docs/benchmarks.md, the full run of session 12",
     "P6 detection: dslrun / Keras fit": "CPU per step within 2 %: docs/benchmarks.md, the full run of session 12",
     "P6 detection: dslrun / tf.function loop": "CPU per step within 2 %: docs/benchmarks.md, the full run of session 12",
