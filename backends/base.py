@@ -22,6 +22,9 @@ class Backend:
     """A single process: no sharding, no communication."""
 
     name = "local"
+    # Whether a step's gradient is the in-graph average of every replica's (Horovod, collective):
+    # then `average_across_replicas` may be called inside the train step.
+    averages_in_step = False
 
     def __init__(self, runner_params: dict[str, Any] | None = None) -> None:
         self.runner_params = dict(runner_params or {})
@@ -52,9 +55,11 @@ class Backend:
 
     def step_replicas(self) -> Replicas | None:
         """The replicas one optimizer step averages, with the in-graph mean over them, for a loss
-        normalised by a count over the global batch (dsl.engine.global_batch). None here: one
-        replica, or (ps) a step that is one worker's batch; a synchronous backend overrides it."""
-        return None
+        normalised by a count over the global batch (dsl.engine.global_batch); None for one
+        replica, or a backend whose step is not an in-graph average of its replicas' (ps)."""
+        if not self.averages_in_step or self.placement.world_size <= 1:
+            return None
+        return Replicas(self.average_across_replicas, self.placement.world_size)
 
     def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None:
         """The compiled call averaging the replica-local state (batch-norm statistics) over the

@@ -32,7 +32,6 @@ from backends._tf_config import parse_tf_config
 from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import ReconcileCall, StepCall, StepParts
-from dsl.engine.global_batch import Replicas
 from dsl.errors import DslError
 from dsl.sync_batch_norm import BatchNormSync
 
@@ -75,6 +74,7 @@ class CollectiveBackend(Backend):
     """Synchronous data parallelism with `tf.distribute.MultiWorkerMirroredStrategy`."""
 
     name = "collective"
+    averages_in_step = True
 
     def __init__(self, runner_params: dict[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> None:
         super().__init__(runner_params)
@@ -129,11 +129,6 @@ class CollectiveBackend(Backend):
 
     def replicas_in_step(self) -> int:
         return self.placement.world_size
-
-    def step_replicas(self) -> Replicas | None:
-        if self.placement.world_size <= 1:
-            return None
-        return Replicas(self.average_across_replicas, self.placement.world_size)
 
     def make_train_call(self, parts: StepParts) -> StepCall:
         from dsl.engine.steps import make_train_call

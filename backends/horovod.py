@@ -16,7 +16,6 @@ from typing import Any
 from backends.base import Backend
 from dsl.context import Placement
 from dsl.engine.contracts import ElasticRunner
-from dsl.engine.global_batch import Replicas
 from dsl.errors import DslError
 from dsl.sync_batch_norm import BatchNormSync
 
@@ -63,6 +62,7 @@ class HorovodBackend(Backend):
     """Allreduce data parallelism with Horovod (TensorFlow 2 API)."""
 
     name = "horovod"
+    averages_in_step = True
 
     def __init__(self, runner_params: dict[str, Any] | None = None) -> None:
         super().__init__(runner_params)
@@ -132,11 +132,6 @@ class HorovodBackend(Backend):
 
     def replicas_in_step(self) -> int:
         return self.placement.world_size
-
-    def step_replicas(self) -> Replicas | None:
-        if self.placement.world_size <= 1:
-            return None
-        return Replicas(self.average_across_replicas, self.placement.world_size)
 
     def wrap_tape(self, tape: Any) -> Any:
         hvd = self.hvd

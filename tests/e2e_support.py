@@ -48,6 +48,19 @@ def kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def run_in_group(command: list[str], env: dict[str, str] | None = None,
+                 timeout: float = 240) -> subprocess.CompletedProcess:
+    """`command` (a launcher: horovodrun, mpirun, dslrun launch) to its end in its own process
+    group, which is killed afterwards, also on a timeout: no rank outlives the test."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=MULTIRANK_ENV if env is None else env, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        kill_group(process)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:
     """Every variable a checkpoint holds, by its name in the checkpoint."""
     import tensorflow as tf

@@ -422,17 +422,12 @@ def exactly(run: Path) -> list[str]:
 
 
 def launched(command: list[str], boxes: Path) -> str:
-    """`command` to its end in its own process group (every rank killed with it); its output."""
-    from e2e_support import MULTIRANK_ENV, kill_group
+    """`command` to its end, every rank with it, on the generated boxes; its output."""
+    from e2e_support import MULTIRANK_ENV, run_in_group
 
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**MULTIRANK_ENV, "DATA_DIR": str(boxes)}, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=600)
-    finally:
-        kill_group(process)
-    assert process.returncode == 0, f"{command}\n{stdout[-3000:]}\n{stderr[-3000:]}"
-    return stdout + stderr
+    result = run_in_group(command, {**MULTIRANK_ENV, "DATA_DIR": str(boxes)}, timeout=600)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 from e2e_support import MULTIRANK_ENV as ENV
-from e2e_support import descendants, kill_group
+from e2e_support import descendants, kill_group, run_in_group
 
 LAUNCHERS = {
     "gloo": ["horovodrun", "-np", "2", "--gloo"],
@@ -70,13 +70,7 @@ def pipeline(tmp_path: Path, data: Path, name: str = "p", **values: object) -> P
 
 
 def launch(command: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    finally:
-        kill_group(process)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return run_in_group(command, ENV, timeout)
 
 
 @pytest.fixture(scope="module")
