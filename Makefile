@@ -144,10 +144,11 @@ bench-quick: install
 bench-quality: install
 	$(BIN)/python bench/quality.py --write-docs
 
-# One row of it judged on several seeds per cell (docs/benchmarks.md): make bench-quality-seeds PIPELINE=detection.yaml
+# One row of it judged on several seeds per cell (docs/benchmarks.md), e.g.
+# make bench-quality-seeds PIPELINE=detection.yaml SEEDS=5,1,2 SET=runner.max_epochs=30
 bench-quality-seeds: install
 	@test -n "$(PIPELINE)" || { echo "make: bench-quality-seeds needs PIPELINE=<a file in pipelines/>, e.g. detection.yaml"; exit 1; }
-	$(BIN)/python bench/quality_seeds.py --pipeline $(PIPELINE) $(if $(SEEDS),--seeds $(SEEDS))
+	$(BIN)/python bench/quality_seeds.py --pipeline $(PIPELINE) $(if $(SEEDS),--seeds $(SEEDS)) $(foreach s,$(SET),--set $(s))
 
 # What synchronised batch norm costs a two-rank step at 8 and 16 per rank (docs/benchmarks.md,
 # "Synchronised batch norm: what auto costs"). About 15 minutes here.
