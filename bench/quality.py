@@ -47,11 +47,13 @@ PIPELINES: dict[str, tuple[str, list[str]]] = {
 }
 
 
-def generate(root: Path) -> dict[str, Path]:
-    """The data each pipeline reads, with `dslrun data`'s defaults (the sets the README names)."""
+def generate(root: Path, image_count: int | None = None) -> dict[str, Path]:
+    """The data each pipeline reads, with `dslrun data`'s defaults (the sets the README names);
+    `image_count`: train images of the image set instead (a longer study of one row)."""
     images, small, shapes, reviews = root / "images", root / "small", root / "shapes", root / "reviews"
     boxes = root / "boxes"
-    for command in (["synthetic", "--out", str(images)], ["synthetic", "--out", str(small), "--image-size", "16"],
+    count = ["--num-train", str(image_count)] if image_count else []
+    for command in (["synthetic", "--out", str(images), *count], ["synthetic", "--out", str(small), "--image-size", "16"],
                     ["synthetic-segmentation", "--out", str(shapes)], ["synthetic-text", "--out", str(reviews)],
                     ["synthetic-detection", "--out", str(boxes)]):
         subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=ENV, capture_output=True)

@@ -6,7 +6,7 @@ judged here instead: every cell trained with every seed, compared seed for seed 
 mean. Results: bench-results/quality-seeds-<time>.json and a Markdown table.
 
     python bench/quality_seeds.py --pipeline detection.yaml [--cells local:1,horovod:2,...]
-        [--seeds 5,1,2,3] [--set KEY=VALUE ...]
+        [--seeds 5,1,2,3] [--set KEY=VALUE ...] [--images N]
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3,4")
     parser.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                         help="appended to the bench's own settings of the pipeline (e.g. a longer cut)")
+    parser.add_argument("--images", type=int, default=None, metavar="N",
+                        help="train images of the generated image set (default: `dslrun data synthetic`'s 2000)")
     args = parser.parse_args()
     cells = [(kind, int(ranks)) for kind, ranks in (cell.split(":") for cell in args.cells.split(","))]
     seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -62,14 +64,14 @@ def main() -> None:
     quality.PIPELINES[args.pipeline] = (dataset, [*settings, *args.settings])
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="dslrun-quality-seeds-") as scratch:
-        data = quality.generate(Path(scratch) / "data")[dataset]
+        data = quality.generate(Path(scratch) / "data", args.images)[dataset]
         for seed in seeds:  # seed by seed: an interrupted study still has whole columns
             for kind, ranks in cells:
                 run_dir = Path(scratch) / "runs" / f"{kind}-{ranks}-{seed}"
                 outcome = quality.train(args.pipeline, ranks, kind, data, run_dir, seed)
                 shutil.rmtree(run_dir, ignore_errors=True)
                 results.append({"pipeline": args.pipeline, "kind": kind, "ranks": ranks, "seed": seed,
-                                "settings": args.settings, **outcome})
+                                "settings": args.settings, "images": args.images, **outcome})
                 print(json.dumps(results[-1]), flush=True)
     out = ROOT / "bench-results" / f"quality-seeds-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
