@@ -51,7 +51,8 @@ class Backend:
         from dsl.engine.steps import make_train_call
 
         return make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
-                               self.wrap_tape, parts.jit_compile, parts.traces, replicas=self.step_replicas())
+                               self.wrap_tape, parts.jit_compile, parts.traces, replicas=self.step_replicas(),
+                               steps_per_call=parts.steps_per_call)
 
     def step_replicas(self) -> Replicas | None:
         """The replicas one optimizer step averages, with the in-graph mean over them, for a loss

@@ -135,7 +135,7 @@ class CollectiveBackend(Backend):
 
         call = make_train_call(parts.model, parts.modeler, parts.optimizer, parts.metrics["train"],
                                self.wrap_tape, parts.jit_compile, parts.traces, strategy=self.strategy,
-                               replicas=self.step_replicas())
+                               replicas=self.step_replicas(), steps_per_call=parts.steps_per_call)
         return _Explained(call, self)
 
     def make_reconcile_call(self, parts: StepParts) -> ReconcileCall | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dsl.callbacks.base import Callback
@@ -77,6 +78,25 @@ def test_a_second_epoch_and_a_short_last_call_do_not_retrace(tmp_path: Path) -> 
     assert runner.run() == 0
     assert runner.step == 15 and runner.epoch == 3
     assert dict(runner.traces) == {"train": 1, "val": 1}
+
+
+def test_one_step_per_call_compiles_no_graph_loop_and_trains_as_the_loop_does(tmp_path: Path) -> None:
+    """steps_per_call 1 (the default) drops the tf.range loop around the step, which cost 8 % of a
+    3.5 ms text step; the weights after the same steps are those of calls of 2 steps."""
+    def loops(runner: Any) -> int:
+        graph = runner.train_graph_def()
+        ops = [node.op for node in graph.node] + [n.op for f in graph.library.function for n in f.node_def]
+        return sum(op in ("While", "StatelessWhile") for op in ops)
+
+    runs = {}
+    for per_call in (1, 2):
+        (tmp_path / str(per_call)).mkdir()
+        runner = make_runner(tmp_path / str(per_call), limit="max_epochs: 2", steps_per_call=per_call)
+        assert runner.run() == 0 and runner.step == 10 and runner.traces["train"] == 1
+        runs[per_call] = runner
+    assert loops(runs[1]) == 0 and loops(runs[2]) >= 1
+    for one, two in zip(runs[1].model.get_weights(), runs[2].model.get_weights()):
+        np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-6)
 
 
 def test_hooks_run_by_priority_then_list_order(tmp_path: Path) -> None:

@@ -86,7 +86,8 @@ def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, bat
             f"{pipeline['modeler']['type']!r} ({_where(sources, ('modeler', 'type'))}): {_one_line(exc)}"))) from None
     optimizer = _stage("modeler", sources, lambda: modeler.optimizer(100))
     traces: Counter[str] = Counter()
-    train = make_train_call(model, modeler, optimizer, _metrics(modeler, "train"), lambda tape: tape, False, traces)
+    train = make_train_call(model, modeler, optimizer, _metrics(modeler, "train"), lambda tape: tape, False, traces,
+                            steps_per_call=1)
     _stage("modeler", sources, lambda: train(_repeat(train_batch), tf.constant(1)))
     val = make_val_call(model, modeler, _metrics(modeler, "val"), traces)
     _stage("modeler", sources, lambda: val(_repeat(val_batch), tf.constant(1)))

@@ -188,6 +188,7 @@ class StepParts(Protocol):
     optimizer: Optimizer
     metrics: dict[str, dict[str, Metric]]
     jit_compile: bool
+    steps_per_call: int  # the train call's steps at most (1: it never loops)
     traces: Counter[str]
     step: int  # the position and the run directory, for a backend's error messages
     model_dir: Path
