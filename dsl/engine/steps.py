@@ -116,7 +116,7 @@ def make_train_call(
 
     `steps_per_call` 1 (`runner.steps_per_call`, the default) builds the call without the graph
     loop: it then always runs one step, and the runner always asks for one. A `tf.range` loop of
-    one iteration cost 8 % of the text pipeline's 3.5 ms step (bench/profile.py --task text);
+    one iteration cost 8 % of the text pipeline's 3.5 ms step (bench/call_overhead.py);
     0 keeps the loop for any count.
 
     `metrics['loss']` is a Mean of the per-step loss; the others are updated with
