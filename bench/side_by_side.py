@@ -1,6 +1,6 @@
 """A few bench cases side by side, for one question at a time (what `make bench` runs, narrowed).
 
-    python bench/side_by_side.py --group replica_state|threads [--repeats 3] [--steps 30]
+    python bench/side_by_side.py --group replica_state|threads|tasks [--repeats 3] [--steps 30]
 
 The cases of a group are interleaved repetition by repetition (bench/run.py's `interleaved`),
 so the load of this shared host hits them alike; it prints each case's images/s, CPU seconds
@@ -13,6 +13,8 @@ the group is about (median, min-max), and the load average before and after, the
 - `threads`: one process, the P1 case (dslrun, fit, loop) at TensorFlow's default threads and
   dslrun at other inter-op/intra-op settings, batch per core and oneDNN off, with the
   machine's convolution peak (bench/peak.py) measured in each repetition.
+- `tasks`: P6 alone, the segmentation, text and detection pipelines as dslrun, `fit` and the
+  loop (bench/run.py's task cases; `--cases text_dslrun text_loop ...` narrows it).
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ RATIOS = {
                       ("collective_np2", "np2_read")],
     "threads": [("fit", "dslrun"), ("loop", "dslrun"), ("dslrun_inter1", "dslrun"), ("dslrun_intra1", "dslrun"),
                 ("dslrun_b128", "dslrun"), ("dslrun_onednn_off", "dslrun")],
+    "tasks": [(f"{task}_dslrun", f"{task}_{reference}") for task in run.TASK_DATA for reference in ("fit", "loop")],
 }
 
 
 def cases(group: str, steps: list[str]) -> dict[str, run.Case]:
+    if group == "tasks":
+        return run.task_cases(steps)
     if group == "replica_state":
         per_rank = ["--case", "dslrun", "--batch", "32", *steps]
         return {"np2_read": (per_rank, 2), "np2_every_call": ([*per_rank, "--reconcile-every-call"], 2),
