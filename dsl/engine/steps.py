@@ -24,6 +24,7 @@ from typing import Any, cast
 import tensorflow as tf
 
 from dsl.engine.contracts import StepCall
+from dsl.engine.direct_call import DirectCall
 from dsl.engine.global_batch import Replicas, sharing
 from dsl.engine.gradient_scale import scale_gradients
 from dsl.engine.precision import scaled_loss, unscaled_gradients
@@ -152,7 +153,7 @@ def make_train_call(
         outputs["learning_rate"] = tf.cast(optimizer.learning_rate, tf.float32)
         return outputs
 
-    return cast(StepCall, train_call)  # tf.function is untyped
+    return cast(StepCall, DirectCall(train_call))
 
 
 def _local_runner(step: Step) -> Callable[[Any], tf.Tensor]:
