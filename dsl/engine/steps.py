@@ -113,7 +113,8 @@ def make_train_call(
     replicas: Replicas | None = None,
     steps_per_call: int = 0,
 ) -> StepCall:
-    """A `tf.function(iterator, num_steps)` running `num_steps` optimizer steps.
+    """A compiled `call(iterator, num_steps)` running `num_steps` optimizer steps: a
+    `tf.function` called through its concrete function (dsl.engine.direct_call).
 
     `steps_per_call` 1 (`runner.steps_per_call`, the default) builds the call without the graph
     loop: it then always runs one step, and the runner always asks for one. A `tf.range` loop of
