@@ -19,7 +19,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,23 +53,14 @@ def main() -> None:
         model, data, optimizer, context = tasks.reference_parts(case, run)
         loss_fn, metrics = tasks.keras_loss_and_metrics(args.task, context)
 
-        @tf.function
-        def loop_step(features: Any, targets: Any) -> Any:  # bench/tasks.py's loop case
-            with tf.GradientTape() as tape:
-                logits = model(features, training=True)
-                loss = loss_fn(targets, logits)
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            for metric in metrics:
-                metric.update_state(targets, logits)
-            return loss
-
+        loop = tasks.loop_step(model, loss_fn, metrics, optimizer)
         batches = iter(data)
 
         def dslrun_call() -> None:
             {name: float(value) for name, value in runner._train_call(iterator, one).items()}
 
         def loop_call() -> None:
-            float(loop_step(*next(batches)))
+            float(loop(*next(batches)))
 
         timing = {"dslrun_vs_step_alone": alternate({"dslrun": dslrun_call, "step_alone": lambda: float(step_alone())},
                                                     args.pairs),
@@ -78,7 +68,7 @@ def main() -> None:
         features, targets = next(iter(data))
         graphs = {"dslrun": runner._train_call.get_concrete_function(iterator, one),
                   "step_alone": step_alone.get_concrete_function(),
-                  "loop": loop_step.get_concrete_function(features, targets)}
+                  "loop": loop.get_concrete_function(features, targets)}
         ops = {name: sum(op_types(function.graph.as_graph_def()).values()) for name, function in graphs.items()}
     print(json.dumps({"case": "call_overhead", "task": args.task, "batch": args.batch, "graph_ops": ops, **timing,
                       "loadavg": load_average()}), flush=True)

@@ -134,24 +134,29 @@ def run_fit(args: argparse.Namespace) -> None:
         report(args, clock, 1, 0)
 
 
-def run_loop(args: argparse.Namespace) -> None:
+def loop_step(model: Any, loss_fn: Any, metrics: list[Any], optimizer: Any) -> Any:
+    """The `loop` case's compiled step, as a hand-written script would write it."""
     import tensorflow as tf
 
+    @tf.function
+    def train_step(features: Any, targets: Any) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = loss_fn(targets, logits)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        for metric in metrics:
+            metric.update_state(targets, logits)
+        return loss
+
+    return train_step
+
+
+def run_loop(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as run:
         model, data, optimizer, context = reference_parts(args, run)
         loss_fn, metrics = keras_loss_and_metrics(args.task, context)
-
-        @tf.function
-        def train_step(features: Any, targets: Any) -> tf.Tensor:
-            with tf.GradientTape() as tape:
-                logits = model(features, training=True)
-                loss = loss_fn(targets, logits)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            for metric in metrics:
-                metric.update_state(targets, logits)
-            return loss
-
+        train_step = loop_step(model, loss_fn, metrics, optimizer)
         clock = Clock(args.warmup, args.launched_at, args.steps)
         for step, (features, targets) in enumerate(data.take(args.warmup + args.steps)):
             tick = time.perf_counter()
