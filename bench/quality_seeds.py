@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                         help="appended to the bench's own settings of the pipeline (e.g. a longer cut)")
     parser.add_argument("--images", type=int, default=None, metavar="N",
-                        help="train images of the generated image set (default: `dslrun data synthetic`'s 2000)")
+                        help="train images of the generated image set (default: the bench's, e.g. 2000; cifar10's cut 10000)")
     args = parser.parse_args()
     cells = [(kind, int(ranks)) for kind, ranks in (cell.split(":") for cell in args.cells.split(","))]
     seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -64,7 +64,7 @@ def main() -> None:
     quality.PIPELINES[args.pipeline] = (dataset, [*settings, *args.settings])
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="dslrun-quality-seeds-") as scratch:
-        data = quality.generate(Path(scratch) / "data", args.images)[dataset]
+        data = quality.generate(Path(scratch) / "data", {dataset}, args.images)[dataset]
         for seed in seeds:  # seed by seed: an interrupted study still has whole columns
             for kind, ranks in cells:
                 run_dir = Path(scratch) / "runs" / f"{kind}-{ranks}-{seed}"
