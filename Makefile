@@ -146,10 +146,11 @@ bench-quality: install
 
 # One row of it judged on several seeds per cell (docs/benchmarks.md), e.g.
 # make bench-quality-seeds PIPELINE=detection.yaml SEEDS=5,1,2 SET=runner.max_epochs=30
-# (IMAGES=N: train images of the generated image set, for the image-classification rows)
+# (IMAGES=N: train images of the generated image set, for the image-classification rows;
+# CELLS=kind:ranks,...: e.g. horovod:2,collective:2 — a ps file's default is ps:1,ps:2,ps:4)
 bench-quality-seeds: install
 	@test -n "$(PIPELINE)" || { echo "make: bench-quality-seeds needs PIPELINE=<a file in pipelines/>, e.g. detection.yaml"; exit 1; }
-	$(BIN)/python bench/quality_seeds.py --pipeline $(PIPELINE) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(IMAGES),--images $(IMAGES)) $(foreach s,$(SET),--set $(s))
+	$(BIN)/python bench/quality_seeds.py --pipeline $(PIPELINE) $(if $(CELLS),--cells $(CELLS)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(IMAGES),--images $(IMAGES)) $(foreach s,$(SET),--set $(s))
 
 # What synchronised batch norm costs a two-rank step at 8 and 16 per rank (docs/benchmarks.md,
 # "Synchronised batch norm: what auto costs"). About 15 minutes here.

@@ -5,7 +5,7 @@ process already spans more than the 0.02 goal by seed (cifar10's 8 epochs, detec
 judged here instead: every cell trained with every seed, compared seed for seed and on the
 mean. Results: bench-results/quality-seeds-<time>.json and a Markdown table.
 
-    python bench/quality_seeds.py --pipeline detection.yaml [--cells local:1,horovod:2,...]
+    python bench/quality_seeds.py --pipeline detection.yaml [--cells local:1,horovod:2,...]  (ps:N: a ps file)
         [--seeds 5,1,2,3] [--set KEY=VALUE ...] [--images N]
 """
 
@@ -35,12 +35,13 @@ def table(results: list[dict], cells: list[tuple[str, int]], seeds: list[int]) -
     lines = ["| cell | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | gap to 1 process |",
              "|---|" + "---|" * (len(seeds) + 2)]
     means: dict[tuple[str, int], float] = {}
+    reference = next((cell for cell in cells if cell[1] == 1), None)  # one process, or one ps worker
     for kind, ranks in cells:
         values = [value(kind, ranks, seed) for seed in seeds]
         known = [v for v in values if v is not None]
         means[(kind, ranks)] = statistics.fmean(known) if known else float("nan")
-        one = means.get(("local", 1))
-        gap = "" if one is None or (kind, ranks) == ("local", 1) else f"{means[(kind, ranks)] - one:+.3f}"
+        one = means.get(reference) if reference else None
+        gap = "" if one is None or (kind, ranks) == reference else f"{means[(kind, ranks)] - one:+.3f}"
         name = "1 process" if ranks == 1 else f"{kind} x {ranks}"
         lines.append(f"| {name} | " + " | ".join("failed" if v is None else f"{v:.3f}" for v in values)
                      + f" | {means[(kind, ranks)]:.3f} | {gap} |")
@@ -51,14 +52,17 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", required=True, choices=sorted(quality.PIPELINES))
-    parser.add_argument("--cells", default="local:1,horovod:2,collective:2,horovod:4,collective:4")
+    parser.add_argument("--cells", default=None,
+                        help="kind:ranks,... (default: every launcher at 1, 2, 4; ps:1,ps:2,ps:4 for a `backend: ps` file)")
     parser.add_argument("--seeds", default="1,2,3,4")
     parser.add_argument("--set", action="append", default=[], dest="settings", metavar="KEY=VALUE",
                         help="appended to the bench's own settings of the pipeline (e.g. a longer cut)")
     parser.add_argument("--images", type=int, default=None, metavar="N",
                         help="train images of the generated image set (default: the bench's, e.g. 2000; cifar10's cut 10000)")
     args = parser.parse_args()
-    cells = [(kind, int(ranks)) for kind, ranks in (cell.split(":") for cell in args.cells.split(","))]
+    ps = "backend: ps" in (ROOT / "pipelines" / args.pipeline).read_text()
+    chosen = args.cells or ("ps:1,ps:2,ps:4" if ps else "local:1,horovod:2,collective:2,horovod:4,collective:4")
+    cells = [(kind, int(ranks)) for kind, ranks in (cell.split(":") for cell in chosen.split(","))]
     seeds = [int(seed) for seed in args.seeds.split(",")]
     dataset, settings = quality.PIPELINES[args.pipeline]
     quality.PIPELINES[args.pipeline] = (dataset, [*settings, *args.settings])

@@ -86,3 +86,13 @@ def test_the_seed_table_compares_every_cell_to_one_process_on_the_mean():
     assert lines[2] == "| 1 process | 0.400 | 0.200 | 0.300 |  |"
     assert lines[3] == "| horovod x 2 | 0.350 | 0.300 | 0.325 | +0.025 |"
     assert lines[4] == "| collective x 2 | 0.500 | failed | 0.500 | +0.200 |"
+
+
+def test_the_seed_table_of_a_ps_file_compares_to_its_one_worker():
+    import quality_seeds
+
+    results = [{"kind": "ps", "ranks": ranks, "seed": 42, "ok": True, "value": value}
+               for ranks, value in ((1, 1.0), (4, 0.9))]
+    lines = quality_seeds.table(results, [("ps", 1), ("ps", 4)], [42]).splitlines()
+    assert lines[2] == "| 1 process | 1.000 | 1.000 |  |"
+    assert lines[3] == "| ps x 4 | 0.900 | 0.900 | -0.100 |"
