@@ -82,6 +82,11 @@ def generate(root: Path, names: set[str], image_count: int | None = None) -> dic
     return paths
 
 
+def is_ps(name: str) -> bool:
+    """Whether the shipped file trains on a parameter-server cluster (its cells are ps:N, not the launchers)."""
+    return "backend: ps" in (ROOT / "pipelines" / name).read_text()
+
+
 def launcher(name: str, ranks: int, kind: str) -> list[str]:
     if kind == "ps":
         return ["dslrun", "launch", "--backend", "ps", "--workers", str(ranks), "--ps", "1"]
@@ -168,7 +173,7 @@ def main() -> None:
         names = args.pipelines.split(",")
         data = generate(Path(scratch) / "data", {PIPELINES[name][0] for name in names})
         for name in names:
-            ps = "backend: ps" in (ROOT / "pipelines" / name).read_text()
+            ps = is_ps(name)
             plan: list[tuple[str, int, int | None]] = [("ps", n, None) for n in ranks] if ps else \
                 [("local", 1, None)] * (1 in ranks) + [(kind, n, None) for kind in ("horovod", "collective")
                                                        for n in ranks if n > 1]

@@ -60,8 +60,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=None, metavar="N",
                         help="train images of the generated image set (default: the bench's, e.g. 2000; cifar10's cut 10000)")
     args = parser.parse_args()
-    ps = "backend: ps" in (ROOT / "pipelines" / args.pipeline).read_text()
-    chosen = args.cells or ("ps:1,ps:2,ps:4" if ps else "local:1,horovod:2,collective:2,horovod:4,collective:4")
+    chosen = args.cells or ("ps:1,ps:2,ps:4" if quality.is_ps(args.pipeline) else "local:1,horovod:2,collective:2,horovod:4,collective:4")
     cells = [(kind, int(ranks)) for kind, ranks in (cell.split(":") for cell in chosen.split(","))]
     seeds = [int(seed) for seed in args.seeds.split(",")]
     dataset, settings = quality.PIPELINES[args.pipeline]
