@@ -94,7 +94,7 @@ def _sets(settings: list[str]) -> list[str]:
 def launcher_argv(launcher: str, hosts: TestHosts, data: Path, run: Path) -> list[str]:
     """The launcher's command line: a shipped pipeline, made tiny, long enough to be measured while it trains."""
     common = [f"inputter.train={data}/train.csv", f"inputter.val={data}/eval.csv", "inputter.num_classes=4",
-              "inputter.batch_size=8", "inputter.image_shape=[16, 16, 3]", "runner.max_epochs=200",
+              "inputter.batch_size=8", "inputter.image_shape=[16, 16, 3]", "runner.max_epochs=5000",
               f"runner.model_dir={run}", *SMALL]
     if launcher.startswith("horovodrun"):
         controller = launcher.split("-")[1]
@@ -209,8 +209,9 @@ def wait_training(process: subprocess.Popen, log: Path, run: Path, timeout: floa
         time.sleep(0.5)
 
 
-def checkpoints(run: Path) -> int:
-    return len(list((run / "checkpoints").glob("ckpt-*.index")))
+def newest_checkpoint(run: Path) -> int:
+    """The step of the newest checkpoint: a count of files stops growing once max_to_keep prunes the oldest."""
+    return max((int(p.name[len("ckpt-"):-len(".index")]) for p in (run / "checkpoints").glob("ckpt-*.index")), default=0)
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -259,9 +260,9 @@ def test_a_host_off_the_job_network_reaches_no_port_the_job_binds(test_hosts: Te
         try:
             reached = probe(outside.outsider_command([]), targets)
             assert not [t for t, v in reached.items() if v == "open"], reached
-            before = checkpoints(run)
+            before = newest_checkpoint(run)
             deadline = time.monotonic() + 240
-            while checkpoints(run) <= before:
+            while newest_checkpoint(run) <= before:
                 assert process.poll() is None, f"the job ended behind the firewall:\n{log.read_text()[-4000:]}"
                 assert time.monotonic() < deadline, f"no new checkpoint behind the firewall:\n{log.read_text()[-4000:]}"
                 time.sleep(0.5)
