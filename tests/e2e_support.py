@@ -61,6 +61,11 @@ def run_in_group(command: list[str], env: dict[str, str] | None = None,
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+def checkpoint_steps(run: Path) -> list[int]:
+    """The steps of the checkpoints `run` holds now (max_to_keep prunes the oldest, so their count stops growing)."""
+    return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in (run / "checkpoints").glob("ckpt-*.index"))
+
+
 def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:
     """Every variable a checkpoint holds, by its name in the checkpoint."""
     import tensorflow as tf

@@ -21,7 +21,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow]
 
-from e2e_support import MULTIRANK_ENV, kill_group
+from e2e_support import MULTIRANK_ENV, checkpoint_steps, kill_group
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
 LAUNCHERS = {
@@ -85,7 +85,7 @@ def test_a_learning_rate_fifty_times_too_high_stops_with_the_diagnosis(tmp_path:
             "modeler.optimizer.learning_rate, lengthen modeler.lr_schedule.warmup_epochs") in lines[0]
     # Nothing diverged was kept: every checkpoint is from before the step that failed.
     failed_at = int(re.search(r"the train loss diverged: .*? at step (\d+)", lines[0]).group(1))
-    saved = [int(p.name[len("ckpt-"):-len(".index")]) for p in (tmp_path / "run" / "checkpoints").glob("ckpt-*.index")]
+    saved = checkpoint_steps(tmp_path / "run")
     assert all(step < failed_at for step in saved), (saved, failed_at)
     # No rank printed a traceback (horovodrun itself prints one when a rank exits non-zero:
     # its lines carry no rank prefix).

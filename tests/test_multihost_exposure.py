@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 from testhosts import OutsideNetwork, TestHosts, test_hosts  # noqa: F401 (the session fixture)
 
-from e2e_support import DSLRUN, descendants, kill_group, synthetic_data
+from e2e_support import DSLRUN, checkpoint_steps, descendants, kill_group, synthetic_data
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow, pytest.mark.multihost]
 
@@ -209,11 +209,6 @@ def wait_training(process: subprocess.Popen, log: Path, run: Path, timeout: floa
         time.sleep(0.5)
 
 
-def newest_checkpoint(run: Path) -> int:
-    """The step of the newest checkpoint: a count of files stops growing once max_to_keep prunes the oldest."""
-    return max((int(p.name[len("ckpt-"):-len(".index")]) for p in (run / "checkpoints").glob("ckpt-*.index")), default=0)
-
-
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_host_off_the_job_network_reaches_no_port_the_job_binds(test_hosts: TestHosts,  # noqa: F811
                                                                     outside: OutsideNetwork, data: Path,
@@ -260,9 +255,9 @@ def test_a_host_off_the_job_network_reaches_no_port_the_job_binds(test_hosts: Te
         try:
             reached = probe(outside.outsider_command([]), targets)
             assert not [t for t, v in reached.items() if v == "open"], reached
-            before = newest_checkpoint(run)
+            before = max(checkpoint_steps(run), default=0)
             deadline = time.monotonic() + 240
-            while newest_checkpoint(run) <= before:
+            while max(checkpoint_steps(run), default=0) <= before:
                 assert process.poll() is None, f"the job ended behind the firewall:\n{log.read_text()[-4000:]}"
                 assert time.monotonic() < deadline, f"no new checkpoint behind the firewall:\n{log.read_text()[-4000:]}"
                 time.sleep(0.5)
