@@ -13,7 +13,6 @@ was built with (a loaded weights file included) are copied over. Imports TensorF
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import tensorflow as tf
@@ -58,23 +57,42 @@ def _is_graph_network(model: Any) -> bool:
 
 
 def horovod_switchable() -> type:
-    """Horovod's SyncBatchNormalization with a switch (`synchronised`) read when the train call is
-    traced: off, it normalises over the rank's own batch like a plain (non-fused) layer. An
-    elastic run with `sync_batch_norm: auto` decides again at every size (dsl/sync_batch_norm.py)
-    and traces its calls again, so the same layers serve both decisions. Imports Horovod."""
-    from horovod.tensorflow import SyncBatchNormalization
+    """A batch-norm layer synchronised over Horovod's ranks, with a switch (`synchronised`) read
+    when the train call is traced: off, it normalises over the rank's own batch like a plain
+    (non-fused) layer. An elastic run with `sync_batch_norm: auto` decides again at every size
+    (dsl/sync_batch_norm.py) and traces its calls again, so the same layers serve both decisions.
 
-    # Horovod's `call` reads `layer.updates` (a TF1 collection hack, a no-op under TF2), and tf-keras
-    # warns about it at every trace on every rank: noise in the user's log, nothing to act on.
-    warnings.filterwarnings("ignore", message="`layer.updates` will be removed", category=UserWarning)
+    On, each training call gathers every rank's per-channel count, mean and variance (one
+    allgather, backends/_batch_moments.py) and normalises with the global batch's statistics,
+    each rank weighted by its examples and without cancellation; Horovod's own
+    SyncBatchNormalization weighs the ranks equally and takes mean(x^2) - mean^2. Imports Horovod."""
+    import horovod.tensorflow as hvd
 
-    class SwitchableSyncBatchNormalization(SyncBatchNormalization):
+    from backends._batch_moments import combine, local_moments
+
+    base: Any = BatchNormalization  # tf.keras' layer, a runtime value to the type checker
+
+    class SwitchableSyncBatchNormalization(base):
         synchronised = True
 
-        def _moments(self, inputs: Any, reduction_axes: Any, keep_dims: Any, **kwargs: Any) -> Any:
-            if not self.synchronised:
-                return BatchNormalization._moments(self, inputs, reduction_axes, keep_dims=keep_dims, **kwargs)
-            return super()._moments(inputs, reduction_axes, keep_dims=keep_dims, **kwargs)
+        def _moments(self, inputs: Any, reduction_axes: Any, keep_dims: Any, mask: Any = None) -> Any:
+            if not self.synchronised or hvd.size() == 1:
+                return super()._moments(inputs, reduction_axes, keep_dims=keep_dims, mask=mask)
+            gathered = _gather_rows(local_moments(inputs, reduction_axes, mask))
+            return combine(gathered, reduction_axes, keep_dims, dtype=inputs.dtype)
+
+    @tf.custom_gradient
+    def _gather_rows(row: tf.Tensor) -> Any:
+        """Every rank's one-row `row`, concatenated. Its gradient is the sum of what every rank's
+        loss asks of this rank's row: the ranks' gradients are averaged afterwards, as one
+        process of the global batch would have them. (Horovod's allgather averages here, which
+        would shrink the path through the batch statistics by the number of ranks.)"""
+        def gradient(upstream: tf.Tensor) -> tf.Tensor:
+            summed = hvd.allreduce(upstream, op=hvd.Sum)
+            rank = hvd.rank_op()  # read when the step runs: an elastic resize can renumber the ranks
+            return summed[rank:rank + 1]
+
+        return hvd.allgather(row), gradient
 
     return SwitchableSyncBatchNormalization
 

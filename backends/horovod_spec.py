@@ -73,7 +73,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
             "sync_batch_norm": {
                 "description": (
                     "Compute batch-norm statistics over the global batch (all ranks) in every training step "
-                    "(Horovod's SyncBatchNormalization). auto: on when the network has batch normalisation and "
+                    "(one allgather of each rank's per-channel count, mean and variance). auto: on when the network has batch normalisation and "
                     "each rank normalises fewer than 16 examples (the global batch divided by the ranks), "
                     "decided again when an elastic run changes size; true/false force it. Costs one allreduce "
                     "per batch-norm layer and step. Off: each rank normalises with its own batch, and the "

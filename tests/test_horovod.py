@@ -179,7 +179,7 @@ def test_batch_norm_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path
       so trainable weights and moving statistics agree to atol 3e-3 (measured: 7.6e-4 at
       most). Not closer, because this short run amplifies rounding: a 1e-7 nudge to one
       kernel of the one-process run grows to 3e-4 in the same 8 steps (float32 sums here
-      run in another order, and the variance is E[x^2] - E[x]^2).
+      run in another order).
     - Without it each rank normalises with its own 32 examples and the moving statistics
       are averaged across ranks after every call: the ranks agree exactly (the digest),
       and stay within atol 8e-2 of one process (measured: 3.2e-2), farther than sync BN.
@@ -211,6 +211,67 @@ def test_batch_norm_two_ranks_match_one_rank_with_the_same_global_batch(tmp_path
 
     assert farthest(synced) < farthest(plain)
     assert farthest(earlier) > 1e-1
+
+
+UNEVEN_SHARES = """\
+import sys
+
+import numpy as np
+
+import dsl  # noqa: F401  (picks dslrun's Keras before TensorFlow is imported)
+import horovod.tensorflow as hvd
+import tensorflow as tf
+
+from backends._sync_batch_norm import horovod_switchable
+
+hvd.init()
+batch = np.load(sys.argv[1])
+rows = [slice(0, 7), slice(7, 8)][hvd.rank()]  # rank 0 holds 7 examples, rank 1 one
+mine = tf.constant(batch["images"][rows])
+layer = horovod_switchable()(fused=False)
+with tf.GradientTape() as tape:
+    tape.watch(mine)
+    out = layer(mine, training=True)
+    loss = tf.reduce_sum(tf.sin(out) * batch["weights"][rows])
+inputs, gamma = tape.gradient(loss, [mine, layer.gamma])
+np.savez(sys.argv[2] + str(hvd.rank()), out=out.numpy(), inputs=inputs.numpy(), gamma=gamma.numpy(),
+         moving_variance=layer.moving_variance.numpy())
+"""
+
+
+def test_synchronised_batch_norm_on_uneven_shares_is_one_process_of_the_whole_batch(tmp_path: Path) -> None:
+    """Two real ranks holding 7 examples and 1 (what `drop_remainder: false` leaves at the end of
+    an epoch) normalise, update their moving variance and take gradients exactly as one process
+    does with all 8: each rank's outputs and input gradients are its rows of one process's, and
+    the ranks' gamma gradients add up to one process's. Horovod's own layer weighs the ranks
+    equally, so its outputs here are off by more than 0.5 (the last assertion's reference)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(7)
+    images = np.concatenate([rng.normal(0.0, 1.0, (7, 4, 4, 3)), rng.normal(3.0, 1.0, (1, 4, 4, 3))])
+    batch = {"images": images.astype(np.float32), "weights": rng.normal(0.0, 1.0, (8, 4, 4, 3)).astype(np.float32)}
+    np.savez(tmp_path / "batch.npz", **batch)
+    script = tmp_path / "uneven.py"
+    script.write_text(UNEVEN_SHARES)
+    result = launch([*LAUNCHERS["gloo"], sys.executable, str(script), str(tmp_path / "batch.npz"),
+                     str(tmp_path / "rank")])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ranks = [np.load(tmp_path / f"rank{rank}.npz") for rank in (0, 1)]
+
+    images = tf.constant(batch["images"])
+    layer = tf.keras.layers.BatchNormalization(fused=False)
+    with tf.GradientTape() as tape:
+        tape.watch(images)
+        out = layer(images, training=True)
+        loss = tf.reduce_sum(tf.sin(out) * batch["weights"])
+    inputs, gamma = tape.gradient(loss, [images, layer.gamma])
+    np.testing.assert_allclose(np.concatenate([r["out"] for r in ranks]), out.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.concatenate([r["inputs"] for r in ranks]), inputs.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ranks[0]["gamma"] + ranks[1]["gamma"], gamma.numpy(), rtol=1e-4, atol=1e-5)
+    for rank in ranks:
+        np.testing.assert_allclose(rank["moving_variance"], layer.moving_variance.numpy(), rtol=1e-5)
+    equal_weights = (batch["images"][:7].mean(axis=(0, 1, 2)) + batch["images"][7:].mean(axis=(0, 1, 2))) / 2
+    assert np.min(np.abs(equal_weights - batch["images"].mean(axis=(0, 1, 2)))) > 0.5
 
 
 def test_batch_norm_is_synchronised_by_default_at_8_per_rank(tmp_path: Path, data: Path) -> None:

@@ -15,7 +15,7 @@ from dsl.networks import resnet_cifar, simple_cnn
 
 
 class MarkedBatchNormalization(tf.keras.layers.BatchNormalization):
-    """Stands in for Horovod's SyncBatchNormalization (a subclass of the same Keras layer)."""
+    """Stands in for a synchronised layer (a subclass of the same Keras layer)."""
 
     def __init__(self, fused: bool | None = None, **kwargs: object) -> None:
         assert fused is False, "synchronised layers cannot use the fused kernel"

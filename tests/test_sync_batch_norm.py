@@ -41,7 +41,7 @@ def test_an_elastic_resize_decides_again_at_the_new_size() -> None:
 
 def test_switchable_layers_switched_off_normalise_like_plain_batch_norm() -> None:
     """What an elastic run with auto trains on while the shares are large: the plain statistics
-    (switched on, they are Horovod's SyncBatchNormalization; tests/test_horovod.py)."""
+    (switched on, tests/test_batch_moments.py and tests/test_horovod.py)."""
     pytest.importorskip("tensorflow")
     pytest.importorskip("horovod.tensorflow")
     from backends._sync_batch_norm import convert_batch_norm, horovod_switchable, set_synchronised
