@@ -63,22 +63,23 @@ def horovod_switchable() -> type:
     (dsl/sync_batch_norm.py) and traces its calls again, so the same layers serve both decisions.
 
     On, each training call gathers every rank's per-channel count, mean and variance (one
-    allgather, backends/_batch_moments.py) and normalises with the global batch's statistics,
+    allgather, dsl/batch_moments.py) and normalises with the global batch's statistics,
     each rank weighted by its examples and without cancellation; Horovod's own
     SyncBatchNormalization weighs the ranks equally and takes mean(x^2) - mean^2. Imports Horovod."""
     import horovod.tensorflow as hvd
 
-    from backends._batch_moments import combine, local_moments
+    from dsl.batch_moments import combine, local_moments
 
     base: Any = BatchNormalization  # tf.keras' layer, a runtime value to the type checker
 
     class SwitchableSyncBatchNormalization(base):
         synchronised = True
 
-        def _moments(self, inputs: Any, reduction_axes: Any, keep_dims: Any, mask: Any = None) -> Any:
+        def _moments(self, inputs: Any, reduction_axes: Any, keep_dims: Any, **keras_arguments: Any) -> Any:
+            # keras_arguments: what Keras' layer passes on (its per-step weights for padded sequences).
             if not self.synchronised or hvd.size() == 1:
-                return super()._moments(inputs, reduction_axes, keep_dims=keep_dims, mask=mask)
-            gathered = _gather_rows(local_moments(inputs, reduction_axes, mask))
+                return super()._moments(inputs, reduction_axes, keep_dims=keep_dims, **keras_arguments)
+            gathered = _gather_rows(local_moments(inputs, reduction_axes, **keras_arguments))
             return combine(gathered, reduction_axes, keep_dims, dtype=inputs.dtype)
 
     @tf.custom_gradient
