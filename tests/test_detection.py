@@ -452,8 +452,8 @@ def test_two_ranks_train_the_one_process_detector_of_the_same_global_batch(
     Measured (seed 5), the largest difference of a trainable weight: 2.5e-4 (rounding, grown
     through batch norm over 10 steps); dividing by each rank's own positives instead, 3.4e-3
     (the heads' biases, a tenth of their size); the run's last 4 steps move them by 1.2e-2.
-    The moving statistics are left out: synchronised batch norm's variance (E[x^2] - E[x]^2)
-    differs by up to 1.5e-3.
+    The moving statistics are left out: synchronised batch norm's variance, summed in another
+    order, differs by up to 1.5e-3.
     """
     from e2e_support import checkpoint_arrays
 
