@@ -3,7 +3,7 @@
 With small per-rank batches each rank's batch statistics are noisy, and the average of
 per-rank variances misses the spread between the ranks' means. A synchronised layer
 computes the mean and variance of the whole global batch in every training step (one
-allreduce per layer and step), so N ranks of b examples normalise as one process of N*b.
+allgather per layer and step), so N ranks of b examples normalise as one process of N*b.
 
 The network is rebuilt with `tf.keras.models.clone_model` (the pipeline's networks are
 Keras functional models; nested functional models are rebuilt too), every layer keeping

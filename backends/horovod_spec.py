@@ -73,9 +73,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
             "sync_batch_norm": {
                 "description": (
                     "Compute batch-norm statistics over the global batch (all ranks) in every training step "
-                    "(one allgather of each rank's per-channel count, mean and variance). auto: on when the network has batch normalisation and "
+                    "(each rank's per-channel count, mean and variance gathered, weighted by its examples). "
+                    "auto: on when the network has batch normalisation and "
                     "each rank normalises fewer than 16 examples (the global batch divided by the ranks), "
-                    "decided again when an elastic run changes size; true/false force it. Costs one allreduce "
+                    "decided again when an elastic run changes size; true/false force it. Costs one allgather "
                     "per batch-norm layer and step. Off: each rank normalises with its own batch, and the "
                     "moving statistics are averaged across ranks where they are read (val, checkpoints, the end)."
                 ),
