@@ -37,7 +37,7 @@ inputter:
   image_shape: [16, 16, 3]
   batch_size: 16
 augmenter: {{type: none}}
-network: {{type: simple_cnn, filters: [8, 16], dense_units: 32}}
+network: {{type: simple_cnn, filters: [8, 16], dense_units: 32, batch_norm: true}}
 modeler:
   type: image_classification
   optimizer: {{type: momentum, learning_rate: 0.05, momentum: 0.9}}
@@ -138,6 +138,10 @@ def test_a_killed_rank_is_survived_and_its_host_rejoins(tmp_path: Path, data: Pa
     assert "with 1 rank(s): global batch 16 = 1 x 16, learning rate x1, batch_scaling none, 32 steps per epoch" \
         in output, output[-3000:]
     assert "with 2 rank(s): global batch 16 = 2 x 8" in output
+    # Batch norm (`sync_batch_norm: auto`): synchronised at 2 x 8, through the switchable layers
+    # that the resize re-decides; the rejoined pair gathers the statistics again.
+    assert re.search(r"continuing from the commit at step \d+ with 2 rank\(s\): .*, sync batch norm on "
+                     r"\(auto: 8 examples per replica, below 16\)", output), output[-3000:]
     records = train_records(run)
     assert [r["epoch"] for r in records] == sorted(r["epoch"] for r in records)
     assert records[-1]["epoch"] == epochs
