@@ -34,16 +34,19 @@ def local_moments(inputs: tf.Tensor, axes: Any, mask: tf.Tensor | None = None) -
     kept as 1, ready to be gathered along the first axis. `mask` (Keras' per-step mask, as
     `BatchNormalization._moments` takes it) weights the examples."""
     x = tf.cast(inputs, tf.float32) if inputs.dtype == tf.float16 else inputs
-    if mask is None:
-        weights = tf.ones_like(x)
+    weights = None if mask is None else tf.broadcast_to(tf.expand_dims(tf.cast(mask, x.dtype), -1), tf.shape(x))
+    total = tf.reduce_sum(x if weights is None else weights * x, axis=axes, keepdims=True)
+    if weights is None:  # every example counts: no weights to multiply through the activations
+        count = tf.cast(tf.reduce_prod(tf.gather(tf.shape(x), axes)), x.dtype) * tf.ones_like(total)
     else:
-        weights = tf.broadcast_to(tf.expand_dims(tf.cast(mask, x.dtype), -1), tf.shape(x))
-    count = tf.reduce_sum(weights, axis=axes, keepdims=True)
+        count = tf.reduce_sum(weights, axis=axes, keepdims=True)
     # As tf.nn.weighted_moments, dividing with divide_no_nan: a share with no examples gives
     # zeros (and zero gradients), which its count of 0 then weighs by nothing.
-    mean = tf.math.divide_no_nan(tf.reduce_sum(weights * x, axis=axes, keepdims=True), count)
+    mean = tf.math.divide_no_nan(total, count)
     deviations = tf.math.squared_difference(x, tf.stop_gradient(mean))
-    variance = tf.math.divide_no_nan(tf.reduce_sum(weights * deviations, axis=axes, keepdims=True), count)
+    if weights is not None:
+        deviations = weights * deviations
+    variance = tf.math.divide_no_nan(tf.reduce_sum(deviations, axis=axes, keepdims=True), count)
     return tf.expand_dims(tf.stack([count, mean, variance]), 0)
 
 
