@@ -22,7 +22,7 @@ import pytest
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 from e2e_support import MULTIRANK_ENV as ENV
-from e2e_support import descendants, kill_group, run_in_group
+from e2e_support import checkpoint_steps, descendants, kill_group, run_in_group
 
 LAUNCHERS = {
     "gloo": ["horovodrun", "-np", "2", "--gloo"],
@@ -69,8 +69,8 @@ def pipeline(tmp_path: Path, data: Path, name: str = "p", **values: object) -> P
     return path
 
 
-def launch(command: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
-    return run_in_group(command, ENV, timeout)
+def launch(command: list[str], timeout: int = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return run_in_group(command, ENV if env is None else env, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -345,6 +345,50 @@ def test_one_interrupted_rank_stops_both_at_the_same_agreed_step(tmp_path: Path,
     # horovodrun names the first rank to exit: either may be first (both take the interrupted path
     # at the agreed step), and it exits 143 (128 + SIGTERM), not as a crash.
     assert re.search(r"Process name: [01]\nExit code: 143", output), output[-3000:]
+
+
+# A user's callback that interrupts rank 1 alone at a phase's end, after the ranks' last agreement in
+# that phase: the window a SIGTERM from outside hits now and then (the chief saving a checkpoint there).
+SIGNAL_PLUGIN = """\
+import os
+import signal
+
+from dsl.callbacks.base import Callback
+from dsl.registry import register
+
+
+@register("callback", "interrupt_rank_1", params={}, description="SIGTERM to rank 1 at the end of its first epoch's phase")
+class InterruptRank1(Callback):
+    def after_train_epoch(self, runner):
+        self._interrupt(runner, "POINT" == "after_train_epoch")
+
+    def after_val_epoch(self, runner):
+        self._interrupt(runner, "POINT" == "after_val_epoch")
+
+    def _interrupt(self, runner, here):
+        if here and runner.epoch == 1 and os.environ.get("HOROVOD_RANK") == "1":
+            os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+@pytest.mark.parametrize(("point", "epochs"), [("after_train_epoch", 3), ("after_val_epoch", 1)])
+def test_a_rank_interrupted_between_phases_stops_with_the_others(tmp_path: Path, data: Path, point: str,
+                                                                  epochs: int) -> None:
+    """SIGTERM on rank 1 after the last agreement of epoch 1's train phase (next: epoch 2) or of the
+    run's last phase (next: the check that the ranks hold one model): the ranks agree before each
+    phase and after the last, so both stop there and the chief saves step 25, instead of rank 1
+    leaving while rank 0 waits for it in a collective ("Horovod has been shut down")."""
+    (tmp_path / "interrupt_rank_1_plugin.py").write_text(SIGNAL_PLUGIN.replace("POINT", point))
+    path = pipeline(tmp_path, data, epochs=epochs, batch=5)  # 256 / (5 x 2): 25 steps an epoch
+    path.write_text(path.read_text().replace("  - {type: train_basic}\n",
+                                             "  - {type: train_basic}\n  - {type: interrupt_rank_1}\n"))
+    done = launch([*LAUNCHERS["gloo"], "dslrun", "run", "--plugin", "interrupt_rank_1_plugin", str(path)],
+                  env={**ENV, "PYTHONPATH": str(tmp_path)})
+    output = done.stdout + done.stderr
+    assert "Horovod has been shut down" not in output, output[-3000:]
+    assert "interrupted by SIGTERM: saved a checkpoint at step 25" in output, output[-3000:]
+    assert re.search(r"Process name: [01]\nExit code: 143", output), output[-3000:]
+    assert checkpoint_steps(tmp_path / "run-p") == [25]  # the epoch's checkpoint, saved again on the interrupt
 
 
 def _wait_for_rank(process: subprocess.Popen, rank: int, checkpoints: Path) -> int:

@@ -7,7 +7,8 @@ before it, which is all a resumed run needs to skip what is finished.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,3 +39,23 @@ def plan_phases(workflow: Sequence[Sequence[Any]], total: int, by_epoch: bool) -
         if not any(mode == "train" for mode, _ in workflow):
             break  # a workflow without training (validated against, but never loops forever)
     return phases
+
+
+def due_phases(plan: Sequence[Phase], position: Callable[[], tuple[int, int, bool]]) -> Iterator[Phase]:
+    """The phases of `plan` that still have work, each judged when it is reached.
+
+    `position()` gives where training stands then: train units done, val phases already run
+    at that point (before a restart), and whether it is inside an epoch (by epoch, that
+    means that epoch's val phases ran). It is the same on every rank, so every rank meets
+    the same phases, and the collectives between them pair up.
+    """
+    vals_seen: Counter[int] = Counter()  # val phases met so far at each position
+    for phase in plan:
+        ordinal = vals_seen[phase.start] if phase.mode == "val" else 0
+        vals_seen[phase.start] += phase.mode == "val"
+        units_done, vals_done, mid_epoch = position()
+        if phase.mode == "val":
+            if phase.start == units_done and ordinal >= vals_done and not mid_epoch:
+                yield phase
+        elif phase.start + phase.count > units_done:
+            yield phase

@@ -32,7 +32,7 @@ from dsl.engine.data_feed import DataFeed, explain_failure
 from dsl.engine.divergence import DivergenceGuard
 from dsl.engine.metric_reduction import reduced_results
 from dsl.engine.phase_report import PhaseReport
-from dsl.engine.phases import Phase, plan_phases
+from dsl.engine.phases import Phase, due_phases, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import ReplicaState, replicas_agree
 from dsl.engine.run_state import Read, RunState, World
@@ -112,7 +112,7 @@ class Runner:
         self.history: list[dict[str, Any]] = []
         self.should_stop, self.failed, self.stop_reason = False, False, ""  # request_stop / fail
         self.already_finished: str | None = None  # why a re-run had nothing to do
-        self._signal, self._stopping = 0, False  # SIGTERM/SIGINT received: save, exit 128 + signal; stop agreed
+        self._signal, self._stopping, self._agreed = 0, False, 0  # SIGTERM/SIGINT received: save, exit 128 + signal; stop agreed
 
     # -------------------------------------------------------- public API for callbacks
     def request_stop(self, reason: str) -> None:
@@ -288,42 +288,38 @@ class Runner:
     # ------------------------------------------------------------------------ internals
     def _train_workflow(self) -> None:
         """The workflow from the current position to the end; run again after an elastic reset."""
-        vals_seen: Counter[int] = Counter()  # val phases met so far at each position
-        for phase in plan_phases(self.workflow, self.max_epochs or self.max_iters or 0, self.by_epoch):
-            if self.should_stop:
+        plan = plan_phases(self.workflow, self.max_epochs or self.max_iters or 0, self.by_epoch)
+        for phase in due_phases(plan, lambda: (self.units_done(), self.vals_done, self.by_epoch and self.data_position > 0)):
+            self._agree_on_stopping()
+            if self._stopping:
                 break
-            ordinal = vals_seen[phase.start] if phase.mode == "val" else 0
-            vals_seen[phase.start] += phase.mode == "val"
-            self._run_phase(phase, ordinal)
+            self._run_phase(phase)
+        else:
+            self._agree_on_stopping()  # a stop asked during the last phase: every rank learns it before after_run
         self._call("after_run")
-        if not self._signal and self.placement.world_size > 1:  # prove they ended with one model, or say not
+        if self._agreed < stop_agreement.INTERRUPTED and self.placement.world_size > 1:  # one model, or say not
             agreed, message = replicas_agree(self.backend, self.model)
             (self.notice if agreed else self.fail)(message)
 
-    def _run_phase(self, phase: Phase, ordinal: int = 0) -> None:
-        """Run `phase` unless it is done; `ordinal` counts the val phases before it at its position."""
+    def _run_phase(self, phase: Phase) -> None:
+        """Run a phase that has work (phases.due_phases)."""
         if phase.mode == "val":
-            # Due when training stands at its start and it did not run there before a restart
-            # (by epoch, a position inside an epoch means that epoch's val phases ran).
-            mid_epoch = self.by_epoch and self.data_position > 0
-            if phase.start == self.units_done() and ordinal >= self.vals_done and not mid_epoch:
-                self._val_phase()
-            return
-        if phase.start + phase.count <= self.units_done():
-            return
-        if self.by_epoch:
+            self._val_phase()
+        elif self.by_epoch:
             self._train_phase(self.steps_per_epoch - self.data_position)
         else:
             self._train_phase(phase.start + phase.count - self.step)
 
     def _agree_on_stopping(self) -> None:
-        """Every rank stops after the same call: one rank's reason stops them all (stop_agreement.py: where)."""
+        """Every rank stops at the same point: one rank's reason stops them all (stop_agreement.py: where).
+        Only the agreed value (`_stopping`, `_agreed`) decides what a rank does next: `should_stop`
+        and `_signal` can change on one rank alone at any time (a signal, a callback)."""
         mine = stop_agreement.code(bool(self._signal), self.failed, self.should_stop)
         agreed = self.backend.max_across_ranks(mine) if self.placement.world_size > 1 else mine
         if agreed > mine:
-            self._signal, self.failed = (signal.SIGTERM if agreed == 3 else 0), agreed == 2
+            self._signal, self.failed = (signal.SIGTERM if agreed == stop_agreement.INTERRUPTED else 0), agreed == 2
             self.request_stop(stop_agreement.REASONS[agreed])
-        self._stopping = agreed > 0
+        self._agreed, self._stopping = agreed, agreed > 0
 
     def _train_phase(self, num_steps: int) -> None:
         self.mode, self.inner_step, self.phase_steps = "train", 0, num_steps
@@ -331,7 +327,8 @@ class Runner:
             metric.reset_state()
         started = time.perf_counter()
         self._call("before_train_epoch")
-        self._stopping = self.should_stop  # agreed after calls; asked before the first one, as asked
+        if self.placement.world_size <= 1:  # one process: a stop asked in before_train_epoch, as asked
+            self._stopping = self.should_stop  # (several ranks: as agreed just before the phase)
         while self.inner_step < num_steps and not self._stopping:
             iterator, count, before = *self._next_chunk(min(self.steps_per_call, num_steps - self.inner_step)), self.step
             self._call("before_train_iter")

@@ -4,12 +4,16 @@ Agreeing is an eager allreduce of one integer (the backend's `max_across_ranks`)
 Horovod it waits for a Horovod cycle, which cost 5.6-9.4 ms per step on the bench hosts
 against 1.1 ms for all of a hand-written loop's work outside its call. The rule, the same
 on every rank because it depends only on the global step and the phase's length: the ranks
-agree after a train call that reaches or crosses a multiple of EVERY_STEPS, and after the
-last call of every train phase. A stop asked on one rank between two such points
-(a callback's request_stop, fail on NaN or divergence, SIGTERM/SIGINT) waits for the next
-one, where every rank learns the strongest reason and all stop after that same call. So
-a stop takes effect at most EVERY_STEPS - 1 steps (or the rest of one call) after it was
-asked, never past the end of its phase; one process agrees with itself after every call.
+agree after a train call that reaches or crosses a multiple of EVERY_STEPS, after the
+last call of every train phase, before every phase that has work and once after the last
+phase. A stop asked on one rank between two such points (a callback's request_stop, fail
+on NaN or divergence, SIGTERM/SIGINT) waits for the next one, where every rank learns the
+strongest reason and all stop after that same call. So a stop takes effect at most
+EVERY_STEPS - 1 steps (or the rest of one call) after it was asked, never past the end of
+its phase; one process agrees with itself after every call. The agreements between phases
+matter for a signal that lands after a phase's last agreement (during the chief's
+checkpoint save, say): without them that rank would leave the workflow while the others
+waited for it in the next phase's first collective.
 An elastic reset resumes at a commit's step, which every rank shares, so the points stay
 common.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 EVERY_STEPS = 16
 REASONS = ("", "another rank stopped the run", "another rank failed", "another rank was interrupted")
+INTERRUPTED = 3  # the code of a signal (SIGTERM/SIGINT): the run saves and exits 128 + signal
 
 
 def due(step_before: int, step_after: int, phase_ended: bool, world_size: int, every: int = EVERY_STEPS) -> bool:
@@ -27,4 +32,4 @@ def due(step_before: int, step_after: int, phase_ended: bool, world_size: int, e
 
 def code(interrupted: bool, failed: bool, stopping: bool) -> int:
     """This rank's reason to stop, as the integer the ranks take the maximum of (an index of REASONS)."""
-    return 3 if interrupted else 2 if failed else 1 if stopping else 0
+    return INTERRUPTED if interrupted else 2 if failed else 1 if stopping else 0
