@@ -19,7 +19,10 @@ of an allreduce; 1 for an asynchronous parameter-server cluster, where each upda
 worker's batch and the batch is not scaled. There the N workers' updates are stale instead:
 each gradient was computed on weights about N - 1 updates old, and the rate is divided by N
 (`runner.async_lr_scaling: staleness`, the mean staleness; Zhang et al. 2016, staleness-aware
-async SGD). Pure Python: `dslrun validate` uses it.
+async SGD). Asynchrony also acts as momentum: N workers add an implicit momentum of about
+1 - 1/N to the updates (Mitliagkas et al. 2016, "Asynchrony begets momentum"), so the
+optimizer's own momentum is lowered by that much (`runner.async_momentum: staleness`), and
+the two together are what one process uses. Pure Python: `dslrun validate` uses it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from dsl.errors import DslError
 
 # Optimizers whose step is normalised by gradient statistics: their rate grows with sqrt(k).
 ADAPTIVE_OPTIMIZERS = frozenset({"adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb"})
+# Optimizers whose `momentum` (and its default) is a heavy-ball momentum that asynchrony adds to.
+MOMENTUM_DEFAULTS = {"momentum": 0.9, "nesterov": 0.9, "rmsprop": 0.0}
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Scaling:
     lr_scaling: str  # the rule in force: "none", "linear", "sqrt" (auto resolved) or "staleness"
     lr_factor: float  # multiplies modeler.optimizer.learning_rate
     asynchronous_workers: int = 1  # workers updating the variables without waiting for each other
+    momentum: float | None = None  # modeler.optimizer.momentum in force, when runner.async_momentum lowered it
+    written_momentum: float | None = None  # modeler.optimizer.momentum as written, then
 
     @property
     def global_batch_size(self) -> int:
@@ -80,8 +87,13 @@ class Scaling:
         """`batch 128 per update from 4 asynchronous workers, learning rate 0.025 (x0.25, async_lr_scaling staleness)`."""
         rule = "async_lr_scaling staleness" if self.lr_scaling == "staleness" else "async_lr_scaling none"
         rate = f"{base_learning_rate * self.lr_factor:g} " if base_learning_rate is not None else ""
-        return (f"batch {self.batch_size} per update from {self.asynchronous_workers} asynchronous workers, "
+        text = (f"batch {self.batch_size} per update from {self.asynchronous_workers} asynchronous workers, "
                 f"learning rate {rate}(x{self.lr_factor:g}, {rule})")
+        if self.momentum is not None and self.written_momentum is not None:
+            implicit = 1.0 - 1.0 / self.asynchronous_workers
+            text += (f", momentum {self.momentum:.4g} ({self.written_momentum:g} - {implicit:.4g}"
+                     f"{', at least 0' if self.momentum == 0.0 else ''}, async_momentum staleness)")
+        return text
 
 
 class ScalingError(DslError):
@@ -116,9 +128,10 @@ def scaling_for(pipeline: dict[str, Any], replicas: int, asynchronous_workers: i
         batch = declared
     if asynchronous_workers > 1:
         workers = int(asynchronous_workers)
+        written, momentum = _asynchronous_momentum(pipeline, workers)
         if str(runner.get("async_lr_scaling", "staleness")) == "staleness":
-            return Scaling(replicas, declared, batch, batch_scaling, "staleness", 1.0 / workers, workers)
-        return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0, workers)
+            return Scaling(replicas, declared, batch, batch_scaling, "staleness", 1.0 / workers, workers, momentum, written)
+        return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0, workers, momentum, written)
     growth = batch * replicas / declared
     rule = lr_rule(runner, (pipeline.get("modeler") or {}).get("optimizer"))
     if growth <= 1.0 + 1e-9:
@@ -126,6 +139,26 @@ def scaling_for(pipeline: dict[str, Any], replicas: int, asynchronous_workers: i
         return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0)
     factor = {"linear": growth, "sqrt": math.sqrt(growth)}.get(rule, 1.0)
     return Scaling(replicas, declared, batch, batch_scaling, rule, factor)
+
+
+def asynchronous_momentum(written: float, workers: int) -> float:
+    """The optimizer's momentum for `workers` asynchronous workers: `written` less the momentum
+    their asynchrony adds, 1 - 1/N (Mitliagkas et al. 2016), and at least 0 (their paper finds
+    negative momentum can help further under much asynchrony; dslrun stops at none)."""
+    return max(0.0, written - (1.0 - 1.0 / workers))
+
+
+def _asynchronous_momentum(pipeline: dict[str, Any], workers: int) -> tuple[float | None, float | None]:
+    """(written, in force) momentum when `runner.async_momentum: staleness` lowers it, else (None, None)."""
+    runner = pipeline.get("runner") or {}
+    optimizer = (pipeline.get("modeler") or {}).get("optimizer") or {}
+    kind = str(optimizer.get("type", "momentum"))
+    if str(runner.get("async_momentum", "staleness")) != "staleness" or kind not in MOMENTUM_DEFAULTS:
+        return None, None
+    written = float(optimizer.get("momentum", MOMENTUM_DEFAULTS[kind]))
+    if written == 0.0:
+        return None, None
+    return written, asynchronous_momentum(written, workers)
 
 
 def replicas_for(runner: dict[str, Any], world_size: int) -> int:

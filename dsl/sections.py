@@ -75,6 +75,19 @@ _BEFORE_BACKENDS: dict[str, dict[str, Any]] = {
         "enum": ["staleness", "none"],
         "default": "staleness",
     },
+    "async_momentum": {
+        "description": (
+            "How the optimizer's momentum (momentum, nesterov, rmsprop) follows the number N of "
+            "workers that update the variables asynchronously (a parameter-server cluster): "
+            "staleness lowers it by 1 - 1/N, the momentum their asynchrony adds by itself "
+            "(Mitliagkas et al. 2016, asynchrony begets momentum), and at least to 0, so the two "
+            "together are one process's; none keeps the momentum as written. Synchronous backends "
+            "are not affected."
+        ),
+        "type": "string",
+        "enum": ["staleness", "none"],
+        "default": "staleness",
+    },
     "divergence": {
         "description": (
             "Stop (or warn about) a run whose train loss explodes: NaN or infinite, or more than "

@@ -88,9 +88,34 @@ def test_asynchronous_workers_divide_the_rate_by_their_number_unless_turned_off(
     scaling = scaling_for(pipeline(batch=128), 1, asynchronous_workers=4)
     assert (scaling.batch_size, scaling.lr_factor, scaling.lr_scaling) == (128, 0.25, "staleness")
     assert scaling.describe(0.1) == ("batch 128 per update from 4 asynchronous workers, learning rate 0.025 "
-                                     "(x0.25, async_lr_scaling staleness)")
-    kept = scaling_for(pipeline(batch=128, async_lr_scaling="none"), 1, asynchronous_workers=4)
+                                     "(x0.25, async_lr_scaling staleness), momentum 0.15 (0.9 - 0.75, async_momentum staleness)")
+    kept = scaling_for(pipeline(batch=128, async_lr_scaling="none", async_momentum="none"), 1, asynchronous_workers=4)
     assert kept.lr_factor == 1.0 and kept.describe(0.1).endswith("learning rate 0.1 (x1, async_lr_scaling none)")
     # One worker, or a synchronous backend, is the one-process rate.
     assert scaling_for(pipeline(batch=128), 1, asynchronous_workers=1).lr_factor == 1.0
     assert scaling_for(pipeline(batch=128), 4).lr_factor == 1.0
+
+
+def test_asynchronous_workers_lower_the_momentum_by_the_momentum_their_asynchrony_adds() -> None:
+    """N asynchronous workers act as an implicit momentum of 1 - 1/N (Mitliagkas et al. 2016): the
+    optimizer's momentum is lowered by it, to no less than 0; adaptive optimizers' betas are left."""
+    def momentum(workers: int, optimizer: dict[str, Any], **runner: Any) -> tuple[float | None, str]:
+        scaling = scaling_for({"inputter": {"batch_size": 32}, "modeler": {"optimizer": optimizer}, "runner": runner},
+                              1, asynchronous_workers=workers)
+        return scaling.momentum, scaling.describe(0.1)
+
+    assert momentum(2, {"type": "momentum", "momentum": 0.9}) == (
+        0.4, "batch 32 per update from 2 asynchronous workers, learning rate 0.05 (x0.5, async_lr_scaling staleness), "
+             "momentum 0.4 (0.9 - 0.5, async_momentum staleness)")
+    assert momentum(4, {"type": "nesterov", "momentum": 0.95})[0] == pytest.approx(0.2)
+    assert momentum(8, {"type": "momentum", "momentum": 0.5}) == (
+        0.0, "batch 32 per update from 8 asynchronous workers, learning rate 0.0125 (x0.125, async_lr_scaling staleness), "
+             "momentum 0 (0.5 - 0.875, at least 0, async_momentum staleness)")
+    assert momentum(4, {"type": "momentum"})[0] == pytest.approx(0.15)  # the type's default, 0.9
+    assert momentum(4, {"type": "momentum", "momentum": 0.9}, async_momentum="none")[0] is None
+    assert momentum(4, {"type": "rmsprop"}) == (None, "batch 32 per update from 4 asynchronous workers, "
+                                                      "learning rate 0.025 (x0.25, async_lr_scaling staleness)")  # none to lower
+    assert momentum(4, {"type": "sgd"})[0] is None and momentum(4, {"type": "adam"})[0] is None
+    # One worker, or a synchronous backend: the momentum as written.
+    assert momentum(1, {"type": "momentum", "momentum": 0.9})[0] is None
+    assert scaling_for(pipeline(), 4).momentum is None

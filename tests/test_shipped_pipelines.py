@@ -165,6 +165,15 @@ def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Pa
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
     last_val(tmp_path / "run")
     assert "Traceback" not in result.stdout + result.stderr
+    # The header says what two asynchronous workers made of the rate and, for a heavy-ball
+    # momentum (runner.async_momentum: staleness), of the momentum; the adam files keep theirs.
+    header = next(line for line in (result.stdout + result.stderr).splitlines() if "2 asynchronous workers" in line)
+    lowered = "(x0.5, async_lr_scaling staleness), momentum 0.4 (0.9 - 0.5, async_momentum staleness)"
+    assert (lowered in header) == (name in MOMENTUM_09), header
+
+
+# The shipped files whose optimizer is momentum or nesterov at 0.9 (quickstart: the default type).
+MOMENTUM_09 = {"cifar10.yaml", "cifar10_ps.yaml", "cnn_iters.yaml", "quickstart.yaml"}
 
 
 # The allreduce launchers against `dslrun eval` of the checkpoint they saved, in one process:

@@ -105,7 +105,8 @@ def test_world_size_with_a_per_rank_batch_divides_the_steps_and_scales_the_rate(
     scaling = json.loads(result.stdout)["files"][0]["data"][-1]["scaling"]
     assert scaling == {"world_size": 2, "replicas": 2, "batch_size": 8, "global_batch_size": 16, "learning_rate": 0.2,
                        "lr_factor": 2.0, "lr_scaling": "linear", "batch_scaling": "linear", "warmup_steps": 0,
-                       "asynchronous_workers": 1, "steps_per_epoch": 3, "run_steps": 6, "sync_batch_norm": False}
+                       "asynchronous_workers": 1, "momentum": None, "steps_per_epoch": 3, "run_steps": 6,
+                       "sync_batch_norm": False}
     # A doubled rate with no warmup: warned at the setting that scaled it, with the fix.
     result = invoke("validate", "--data", "--world-size", "2", str(path))
     assert result.exit_code == 0
@@ -397,10 +398,13 @@ def test_an_asynchronous_cluster_divides_the_rate_by_its_workers_and_says_so(tmp
     result = invoke("validate", "--data", "--world-size", "4", str(path), "--set", "runner.backend=ps")
     assert result.exit_code == 0, result.stdout
     assert ("runner at 4 processes: batch 8 per update from 4 asynchronous workers, learning rate 0.025 "
-            "(x0.25, async_lr_scaling staleness)") in result.stdout
+            "(x0.25, async_lr_scaling staleness), momentum 0.15 (0.9 - 0.75, async_momentum staleness)") in result.stdout
     off = invoke("validate", "--data", "--world-size", "4", str(path), "--set", "runner.backend=ps",
-                 "--set", "runner.async_lr_scaling=none")
-    assert "learning rate 0.1 (x1, async_lr_scaling none)" in off.stdout
+                 "--set", "runner.async_lr_scaling=none", "--set", "runner.async_momentum=none")
+    assert "learning rate 0.1 (x1, async_lr_scaling none), no warmup" in off.stdout and "momentum" not in off.stdout
+    record = json.loads(invoke("validate", "--data", "--world-size", "2", str(path), "--set", "runner.backend=ps",
+                               "--format", "json").stdout)
+    assert record["files"][0]["data"][-1]["scaling"]["momentum"] == 0.4
 
 
 CNN = "network: {type: simple_cnn, filters: [4], dense_units: 8, batch_norm: true}"

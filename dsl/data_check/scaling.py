@@ -48,7 +48,7 @@ class ScalingReport:
                 "batch_size": self.scaling.batch_size, "global_batch_size": self.scaling.global_batch_size,
                 "learning_rate": self.base_learning_rate * self.scaling.lr_factor, "lr_factor": self.scaling.lr_factor,
                 "lr_scaling": self.scaling.lr_scaling, "batch_scaling": self.scaling.batch_scaling,
-                "asynchronous_workers": self.scaling.asynchronous_workers,
+                "asynchronous_workers": self.scaling.asynchronous_workers, "momentum": self.scaling.momentum,
                 "warmup_steps": self.warmup_steps, "steps_per_epoch": self.steps_per_epoch, "run_steps": self.run_steps,
                 "sync_batch_norm": self.batch_norm.on,
             }

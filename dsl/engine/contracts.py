@@ -150,8 +150,8 @@ class Modeler(Protocol):
         """A float or a LearningRateSchedule of the global step; `scale` multiplies the base rate."""
         ...
 
-    def optimizer(self, steps_per_epoch: int, scale: float = 1.0) -> Optimizer:
-        """A fresh Keras optimizer using `learning_rate(steps_per_epoch, scale)`."""
+    def optimizer(self, steps_per_epoch: int, scale: float = 1.0, momentum: float | None = None) -> Optimizer:
+        """A fresh Keras optimizer using `learning_rate(steps_per_epoch, scale)`; `momentum` replaces the section's."""
         ...
 
     def loss(self, targets: Tensor, outputs: Tensor, model: Model) -> dict[str, Tensor]:

@@ -74,12 +74,14 @@ class BaseModeler:
         base = self.params["optimizer"]["learning_rate"] * scale
         return build_schedule(self.params["lr_schedule"], base, steps_per_epoch, self._run_steps(steps_per_epoch))
 
-    def optimizer(self, steps_per_epoch: int | None, scale: float = 1.0) -> Any:
-        """A fresh Keras optimizer driven by `learning_rate(steps_per_epoch, scale)`."""
+    def optimizer(self, steps_per_epoch: int | None, scale: float = 1.0, momentum: float | None = None) -> Any:
+        """A fresh Keras optimizer driven by `learning_rate(steps_per_epoch, scale)`; `momentum`, when
+        given, replaces the section's (asynchronous workers lower it, dsl/scaling.py)."""
         from dsl.modelers._optimizers import build_optimizer
 
         schedule = self.learning_rate(steps_per_epoch, scale)
-        return build_optimizer(self.params["optimizer"], schedule, self.params["skip_l2_loss_vars"])
+        config = self.params["optimizer"] if momentum is None else {**self.params["optimizer"], "momentum": momentum}
+        return build_optimizer(config, schedule, self.params["skip_l2_loss_vars"])
 
     def loss_terms(self) -> list[str]:
         """The parts of `loss()` the loop reports beside `loss`: the data loss and the L2 term,
