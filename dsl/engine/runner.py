@@ -83,9 +83,8 @@ class Runner:
         self.jit_compile = use_jit(params["jit_compile"])
         self.traces: Counter[str] = Counter()
         with backend.scope():
-            lowered = {} if self.scaling.momentum is None else {"momentum": self.scaling.momentum}  # (a plugin's modeler
-            self.optimizer = with_loss_scaling(  # written before runner.async_momentum is called as it was)
-                self.modeler.optimizer(self.steps_per_epoch, self.scaling.lr_factor, **lowered))
+            lowered = {} if self.scaling.momentum is None else {"momentum": self.scaling.momentum}  # async_momentum
+            self.optimizer = with_loss_scaling(self.modeler.optimizer(self.steps_per_epoch, self.scaling.lr_factor, **lowered))
             self.optimizer.build(self.model.trainable_variables)
             self.metrics = {mode: phase_metrics(self.modeler, mode) for mode in ("train", "val")}
             self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
