@@ -33,11 +33,10 @@ from typing import Any
 
 from dsl import backend_registry
 from dsl.errors import DslError
+from dsl.modelers import MOMENTUM_DEFAULTS
 
 # Optimizers whose step is normalised by gradient statistics: their rate grows with sqrt(k).
 ADAPTIVE_OPTIMIZERS = frozenset({"adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb"})
-# Optimizers whose `momentum` (and its default) is a heavy-ball momentum that asynchrony adds to.
-MOMENTUM_DEFAULTS = {"momentum": 0.9, "nesterov": 0.9, "rmsprop": 0.0}
 
 
 @dataclass(frozen=True)
@@ -129,9 +128,9 @@ def scaling_for(pipeline: dict[str, Any], replicas: int, asynchronous_workers: i
     if asynchronous_workers > 1:
         workers = int(asynchronous_workers)
         written, momentum = _asynchronous_momentum(pipeline, workers)
-        if str(runner.get("async_lr_scaling", "staleness")) == "staleness":
-            return Scaling(replicas, declared, batch, batch_scaling, "staleness", 1.0 / workers, workers, momentum, written)
-        return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0, workers, momentum, written)
+        staleness = str(runner.get("async_lr_scaling", "staleness")) == "staleness"
+        return Scaling(replicas, declared, batch, batch_scaling, "staleness" if staleness else "none",
+                       1.0 / workers if staleness else 1.0, workers, momentum, written)
     growth = batch * replicas / declared
     rule = lr_rule(runner, (pipeline.get("modeler") or {}).get("optimizer"))
     if growth <= 1.0 + 1e-9:
