@@ -18,7 +18,9 @@ Imports Horovod and TensorFlow: import it only from HorovodBackend.run_training.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
@@ -73,9 +75,12 @@ class TrainingState(ObjectState):
         super().restore()
 
     def sync(self) -> None:
-        self._hvd.broadcast_variables(self._variables, root_rank=0)
-        self._values = self._copy()
-        super().sync()
+        # hvd.elastic.run syncs before every (re)entry, outside the function it wraps: a rank lost
+        # during these broadcasts must take the elastic path as a loss during training does.
+        with lost_ranks_reset():
+            self._hvd.broadcast_variables(self._variables, root_rank=0)
+            self._values = self._copy()
+            super().sync()
 
     def _copy(self) -> list[np.ndarray[Any, Any]]:
         return [np.array(variable.numpy(), copy=True) for variable in self._variables]
@@ -110,6 +115,25 @@ class _NotHorovod(Exception):
         self.error = error
 
 
+# What a Horovod collective's error says when a peer is gone: Horovod's shut-down status names
+# Horovod, a failure inside the transfer carries Gloo's own message (its source path, e.g.
+# `gloo/transport/tcp/pair.cc`), and a compiled call names the failing node (`HorovodAllgather_...`).
+_LOST_PEER = re.compile(r"Horovod|gloo/")
+
+
+@contextmanager
+def lost_ranks_reset() -> Iterator[None]:
+    """Every collective of an elastic run goes through here: a TensorFlow error from a lost peer
+    becomes HorovodInternalError (hvd.elastic.run rolls back to the commit and re-forms the
+    ranks); any other TensorFlow error is carried past hvd.elastic.run to the runner's report."""
+    try:
+        yield
+    except tf.errors.OpError as exc:
+        if _LOST_PEER.search(exc.message or ""):
+            raise HorovodInternalError(exc) from exc
+        raise _NotHorovod(exc) from exc
+
+
 def run_elastic(backend: ElasticHorovod, runner: ElasticRunner, train: Callable[[], None]) -> None:
     """Run `train` under hvd.elastic.run until it finishes with the ranks there are then."""
     hvd = backend.hvd
@@ -128,15 +152,11 @@ def run_elastic(backend: ElasticHorovod, runner: ElasticRunner, train: Callable[
 
     @hvd.elastic.run
     def elastic_train(state: TrainingState) -> None:
-        runner.enter_world(state.step, state.epoch, state.epoch_examples)
-        commit.restart(runner.step)
-        _check_world(runner, settings, resets[0])
-        try:
+        with lost_ranks_reset():
+            runner.enter_world(state.step, state.epoch, state.epoch_examples)
+            commit.restart(runner.step)
+            _check_world(runner, settings, resets[0])
             train()
-        except tf.errors.OpError as exc:
-            if "Horovod" in (exc.message or ""):
-                raise HorovodInternalError(exc) from exc
-            raise _NotHorovod(exc) from exc
 
     try:
         elastic_train(state)
