@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres test test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
+.PHONY: install horovod sshd slurm postgres test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
 
 install: $(STAMP)
 
@@ -34,7 +34,11 @@ $(STAMP): pyproject.toml
 # Horovod is built from its 0.28.1 source (PyPI's sdist) against the venv's TensorFlow (TF, Gloo and MPI
 # controllers), after $(HOROVOD_PATCH) is applied: 0.28.1 is Horovod's last release and predates TF 2.16.
 # It needs OpenMPI, cmake, patch and a C++ tool chain: installed with apt when root, else we say what to install.
+# The build (about 4 minutes here) is kept as a wheel in $(HOROVOD_CACHE), named by everything it depends on
+# (Python X.Y, TensorFlow's version, the patch, the GPU operations), so another venv of the same Python
+# (CI's second clone, `make clean install`) installs it in seconds; delete the folder to build afresh.
 # On a GPU machine with CUDA/NCCL: make install HOROVOD_GPU_OPERATIONS=NCCL (see README, "GPU hosts").
+HOROVOD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dslrun/horovod
 horovod:
 	@if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev >/dev/null 2>&1 || ! command -v cmake >/dev/null \
 	    || ! command -v patch >/dev/null || ! command -v g++ >/dev/null; then \
@@ -45,15 +49,23 @@ horovod:
 	  fi; \
 	fi
 	@$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || { \
-	  echo "building horovod==$(HOROVOD_VERSION) from source against tensorflow, with $(HOROVOD_PATCH) (a few minutes)"; \
-	  rm -rf $(HOROVOD_SRC) && mkdir -p $(HOROVOD_SRC) && \
-	  $(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d $(HOROVOD_SRC) horovod==$(HOROVOD_VERSION) && \
-	  tar -xzf $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION).tar.gz -C $(HOROVOD_SRC) && \
-	  patch -p1 --quiet -d $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION) < $(HOROVOD_PATCH) && \
-	  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
-	  HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j$$(nproc) \
-	  $(BIN)/python -m pip install --quiet --no-build-isolation $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION) && \
-	  rm -rf $(HOROVOD_SRC) && \
+	  key=$$($(BIN)/python -c "import sys; from importlib.metadata import version; \
+	    print(f'py{sys.version_info[0]}.{sys.version_info[1]}-tf{version(\"tensorflow\")}')")-$$(sha256sum $(HOROVOD_PATCH) | cut -c1-12)-$(or $(HOROVOD_GPU_OPERATIONS),cpu); \
+	  wheels=$(HOROVOD_CACHE)/$(HOROVOD_VERSION)-$$key; \
+	  if ! ls $$wheels/horovod-*.whl >/dev/null 2>&1; then \
+	    echo "building horovod==$(HOROVOD_VERSION) from source against tensorflow, with $(HOROVOD_PATCH) (a few minutes)"; \
+	    rm -rf $(HOROVOD_SRC) $$wheels.partial && mkdir -p $(HOROVOD_SRC) $$wheels.partial && \
+	    $(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d $(HOROVOD_SRC) horovod==$(HOROVOD_VERSION) && \
+	    tar -xzf $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION).tar.gz -C $(HOROVOD_SRC) && \
+	    patch -p1 --quiet -d $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION) < $(HOROVOD_PATCH) && \
+	    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
+	    HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j$$(nproc) \
+	    $(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w $$wheels.partial $(HOROVOD_SRC)/horovod-$(HOROVOD_VERSION) && \
+	    rm -rf $(HOROVOD_SRC) $$wheels && mv $$wheels.partial $$wheels || exit 1; \
+	  else \
+	    echo "horovod==$(HOROVOD_VERSION): the wheel built before for this Python, TensorFlow and patch ($$wheels)"; \
+	  fi; \
+	  $(BIN)/python -m pip install --quiet $$wheels/horovod-*.whl && \
 	  $(BIN)/python -c "import json, pathlib, sys, horovod; from importlib.metadata import version; \
 	    pathlib.Path(horovod.__file__).with_name('dslrun_build.json').write_text(json.dumps({'horovod': horovod.__version__, \
 	    'tensorflow': version('tensorflow'), 'python': sys.version.split()[0], 'patch': '$(HOROVOD_PATCH)', \
@@ -103,11 +115,29 @@ postgres:
 
 # The whole test suite, plus the shipped pipelines must validate and build (--build: their
 # networks traced on zeros, about 20 s). The system packages of the multi-host, Slurm and
-# PostgreSQL tests are checked on every run (an older .venv predates them).
+# PostgreSQL tests are checked on every run (an older .venv predates them). pytest-xdist runs
+# TEST_WORKERS workers (a worker per core); tests/conftest.py keeps a module's tests, and all the
+# tests on the test hosts, on one worker. The slowest 25 tests are listed at the end.
+TEST_WORKERS ?= auto
 test: install sshd slurm postgres lint
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/dslrun validate --build pipelines/
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 -m "not full_matrix"
+
+# Every shipped pipeline under every launcher (tests/test_shipped_pipelines.py, about 12 minutes here):
+# `make test` runs each task under each launcher; run this before a release and after changing a
+# launcher, a backend or a file in pipelines/.
+test-shipped: install
+	$(BIN)/python -m pytest -q --durations=10 tests/test_shipped_pipelines.py
+
+# What differs between Python versions, for a second Python's venv (CI: make install PYTHON=python3.11
+# VENV=.venv311, then this with VENV=.venv311): the commands that must not import TensorFlow, and the
+# quickstart under every launcher (dslrun, horovodrun --gloo/--mpi, mpirun, launch --backend ps and
+# collective). `make test` runs every shipped pipeline under every launcher.
+test-launchers: install
+	$(BIN)/dslrun validate pipelines/
+	$(BIN)/python -m pytest -q --durations=10 tests/test_no_tensorflow.py tests/test_shipped_pipelines.py \
+	  -k "test_no_tensorflow or (quickstart and not validate_as_one_process)"
 
 # The multi-rank tests alone (horovodrun, mpirun, local clusters).
 test-multiprocess: install

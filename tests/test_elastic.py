@@ -10,18 +10,15 @@ killed at the end, so no rank outlives its test.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from e2e_support import MULTIRANK_ENV as ENV
-from e2e_support import descendants, kill_group, synthetic_data
+from e2e_support import kill_group, synthetic_data
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -44,6 +41,7 @@ modeler:
 callbacks:
   - {{type: train_basic}}
   - {{type: checkpoint, every_n_epochs: 5}}
+  - {{type: kill_rank_1}}
 runner:
   model_dir: {run}
   workflow: [[train, 1]]
@@ -57,19 +55,24 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return synthetic_data(tmp_path_factory.mktemp("elastic") / "synthetic", 512, 64, 16)
 
 
-def elastic_job(tmp_path: Path, data: Path, epochs: int, min_workers: int = 1) -> tuple[list[str], Path]:
-    """The horovodrun command of an elastic two-host job, and its run directory."""
+def elastic_job(tmp_path: Path, data: Path, epochs: int, kill_at: str, min_workers: int = 1,
+                alone_seconds: float = 0) -> tuple[list[str], dict[str, str], Path]:
+    """The horovodrun command of an elastic two-host job whose rank 1 is killed at `kill_at`
+    (KILL_PLUGIN), its environment, and its run directory."""
     (tmp_path / "hosts.txt").write_text(f"{socket.gethostname()}:1\n127.0.0.1:1\n")
     script = tmp_path / "discover-hosts.sh"
     script.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts.txt'}\n")
     script.chmod(0o755)
+    (tmp_path / "kill_rank_1_plugin.py").write_text(KILL_PLUGIN)
     run = tmp_path / "run"
     path = tmp_path / "elastic.yaml"
     path.write_text(PIPELINE.format(data=data, run=run, epochs=epochs, min_workers=min_workers))
     command = ["horovodrun", "-np", "2", "--min-np", "1", "--max-np", "2", "--gloo", "--network-interfaces", "lo",
                "--host-discovery-script", str(script), "--blacklist-cooldown-range", "3", "4",
-               "dslrun", str(path)]
-    return command, run
+               "dslrun", "run", "--plugin", "kill_rank_1_plugin", str(path)]
+    env = {**ENV, "PYTHONPATH": str(tmp_path), "KILL_AT": kill_at, "KILLED_MARK": str(tmp_path / "killed"),
+           "ALONE_SECONDS": str(alone_seconds)}
+    return command, env, run
 
 
 def train_records(run: Path) -> list[dict]:
@@ -79,45 +82,60 @@ def train_records(run: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if '"mode": "train"' in line]
 
 
-def kill_rank_once_training(process: subprocess.Popen, run: Path, rank: int, after_epochs: int) -> int:
-    """SIGKILL the rank's dslrun process once `after_epochs` epochs are recorded; the last step seen."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the job ended before a rank could be killed"
-        records = train_records(run)
-        if len(records) >= after_epochs:
-            for pid in descendants(process.pid):
-                try:
-                    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if f"HOROVOD_RANK={rank}".encode() in environ and b"dslrun" in cmdline and b"python" in cmdline:
-                    os.kill(pid, signal.SIGKILL)
-                    return records[-1]["step"]
-        time.sleep(0.2)
-    raise AssertionError("no rank process found in time")
-
-
-def run_and_kill(command: list[str], run: Path, after_epochs: int) -> tuple[int, str, int]:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+def run_job(command: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """The job to its end in its own process group (killed afterwards): exit status and output."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                start_new_session=True)
     try:
-        last_step = kill_rank_once_training(process, run, rank=1, after_epochs=after_epochs)
         output, _ = process.communicate(timeout=300)
     finally:
         kill_group(process)
-    return process.returncode, output, last_step
+    return process.returncode, output
+
+
+# A user's callback that SIGKILLs rank 1 once, at a chosen point, so the survivor meets the lost
+# peer in a known collective instead of wherever a kill from outside happens to land. With
+# ALONE_SECONDS, a rank training alone waits that long after each epoch: it stands in for a slow
+# epoch, so the survivor is still training when the killed host is listed again (after
+# --blacklist-cooldown-range and a new rank's start) without the test running 100 epochs.
+KILL_PLUGIN = """\
+import os
+import signal
+import time
+from pathlib import Path
+
+from dsl.callbacks.base import Callback
+from dsl.registry import register
+
+
+@register("callback", "kill_rank_1", params={}, description="SIGKILL rank 1 once at KILL_AT")
+class KillRank1(Callback):
+    def before_run(self, runner):
+        self._kill("before_run")
+
+    def after_train_iter(self, runner):
+        self._kill(f"step {runner.step}")
+
+    def after_train_epoch(self, runner):
+        if runner.placement.world_size == 1:
+            time.sleep(float(os.environ["ALONE_SECONDS"]))
+
+    def _kill(self, point):
+        mark = Path(os.environ["KILLED_MARK"])
+        if point == os.environ["KILL_AT"] and os.environ.get("HOROVOD_RANK") == "1" and not mark.exists():
+            mark.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+"""
 
 
 def test_a_killed_rank_is_survived_and_its_host_rejoins(tmp_path: Path, data: Path) -> None:
-    # Long enough that the survivor is still training when the killed host is listed again
-    # (--blacklist-cooldown-range 3..4 s, then the next commit): alone it trains about 200
-    # steps/s here since the ranks agree on stopping every 16 steps instead of every call, so 25
-    # epochs (800 steps) ended before the host came back. 100 epochs leave it about 15 s.
-    epochs = 100
-    command, run = elastic_job(tmp_path, data, epochs)
-    code, output, last_step = run_and_kill(command, run, after_epochs=3)
+    # Rank 1 dies at step 38 of epoch 2 (32 steps an epoch), after the commit at 36: the survivor
+    # rolls back to 36 and trains alone, 8 s more an epoch (ALONE_SECONDS), until the killed host
+    # is listed again (--blacklist-cooldown-range 3..4 s, then a new rank's start, 10-20 s here)
+    # and joins at a commit; the 4 epochs left give the survivor over 30 s of waiting for that.
+    epochs = 6
+    command, env, run = elastic_job(tmp_path, data, epochs, kill_at="step 38", alone_seconds=8)
+    code, output = run_job(command, env)
     assert code == 0, output
 
     resets = [(int(step), int(ranks)) for step, ranks in
@@ -125,9 +143,9 @@ def test_a_killed_rank_is_survived_and_its_host_rejoins(tmp_path: Path, data: Pa
     assert len(resets) >= 2, output
     (lost_at, survivors), (rejoined_at, grown) = resets[0], resets[-1]
     assert survivors == 1 and grown == 2, resets
-    # Nothing committed is lost: the survivor resumes at or after the last step seen before the kill.
-    assert lost_at >= last_step, (lost_at, last_step)
-    assert rejoined_at >= lost_at
+    # Nothing committed is lost: the survivor resumes from the last commit before the kill.
+    assert lost_at == 36, resets
+    assert lost_at < rejoined_at < 32 * epochs, resets
 
     assert f"(epoch {epochs})" in output  # the run reached its last epoch
     assert "identical on all 2 ranks" in output  # and ended with two ranks holding the same weights
@@ -149,55 +167,20 @@ def test_a_killed_rank_is_survived_and_its_host_rejoins(tmp_path: Path, data: Pa
     assert all(r["learning_rate"] == pytest.approx(0.05) for r in records)
 
 
-# A user's callback that SIGKILLs rank 1 at a chosen point, so the survivor meets the lost peer in
-# a known collective instead of wherever a kill from outside happens to land.
-KILL_PLUGIN = """\
-import os
-import signal
-
-from dsl.callbacks.base import Callback
-from dsl.registry import register
-
-
-@register("callback", "kill_rank_1", params={}, description="SIGKILL rank 1 at KILL_AT")
-class KillRank1(Callback):
-    def before_run(self, runner):
-        self._kill("before_run")
-
-    def after_train_iter(self, runner):
-        self._kill(f"step {runner.step}")
-
-    def _kill(self, point):
-        if point == os.environ["KILL_AT"] and os.environ.get("HOROVOD_RANK") == "1":
-            os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 # Where the survivor meets the lost peer, and the commit it must stop with:
 # - before_run: rank 1 dies before hvd.elastic.run's first sync, so rank 0 meets it in the
 #   broadcast of the elastic state, which runs outside the function hvd.elastic.run wraps
 #   (CI once met this window at a reset: "TensorFlow failed in the train phase" instead of the
 #   elastic stop); the commit is the starting state, step 0;
-# - step 70: rank 1 dies mid-epoch between two commits (68, 72), so rank 0 meets it in the next
-#   step's collectives (the synchronised batch norm's allgather, the gradients' allreduce) or
-#   the commit at 72; it rolls back to 68.
-@pytest.mark.parametrize(("kill_at", "committed"), [("before_run", 0), ("step 70", 68)])
+# - step 6: rank 1 dies between two commits (4, 8), so rank 0 meets it in the next step's
+#   collectives (the synchronised batch norm's allgather, the gradients' allreduce) or the
+#   commit at 8; it rolls back to 4.
+@pytest.mark.parametrize(("kill_at", "committed"), [("before_run", 0), ("step 6", 4)])
 def test_fewer_ranks_than_min_workers_stops_with_the_committed_state_saved(tmp_path: Path, data: Path,
                                                                             kill_at: str, committed: int) -> None:
-    (tmp_path / "kill_rank_1_plugin.py").write_text(KILL_PLUGIN)
-    command, run = elastic_job(tmp_path, data, epochs=5, min_workers=2)
-    path = Path(command[-1])
-    path.write_text(path.read_text().replace("  - {type: checkpoint, every_n_epochs: 5}\n",
-                                             "  - {type: checkpoint, every_n_epochs: 5}\n  - {type: kill_rank_1}\n"))
-    command[-1:-1] = ["run", "--plugin", "kill_rank_1_plugin"]
-    env = {**ENV, "PYTHONPATH": str(tmp_path), "KILL_AT": kill_at}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                               start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        kill_group(process)
-    assert process.returncode != 0, output
+    command, env, _ = elastic_job(tmp_path, data, epochs=5, kill_at=kill_at, min_workers=2)
+    code, output = run_job(command, env)
+    assert code != 0, output
     assert "TensorFlow failed" not in output, output[-3000:]
     match = re.search(r"elastic: 1 rank\(s\) now, but runner\.elastic wants 2\.\.2; stopping "
                       r"\(the committed state is saved in (\S+)\)", output)

@@ -90,35 +90,9 @@ def checkpoint_arrays(prefix: Path) -> dict[str, np.ndarray]:
             if name.startswith("model/")}
 
 
-@pytest.mark.parametrize("launcher", ["gloo", "mpi", "mpirun"])
-def test_two_ranks_train_to_the_end_and_rank0_writes_once(tmp_path: Path, data: Path, launcher: str) -> None:
-    path = pipeline(tmp_path, data)
-    result = launch([*LAUNCHERS[launcher], "dslrun", str(path)])
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    # Weights gathered from both ranks at the end have one digest.
-    assert "identical on all 2 ranks" in result.stderr
-    run = tmp_path / "run-p"
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["mode"], r["step"]) for r in records] == [("train", 8), ("val", 8), ("train", 16), ("val", 16)]
-    assert sorted(p.name for p in (run / "checkpoints").glob("*.index")) == ["ckpt-16.index", "ckpt-8.index"]
-    # One header line: only rank 0 ran the printing callbacks.
-    assert result.stdout.count("pipeline hvd:") == 1
-    assert "global batch 32 = 2 x 16, learning rate 0.1 (x2, lr_scaling linear)" in result.stdout
-    # One tag per line (MPI tags what it reads, so a line written in pieces got the next one's tag glued on).
-    lines = (result.stdout + result.stderr).splitlines()
-    tagged = re.compile(r"\[\d+(,\d+)?\]<std(out|err)>:")
-    assert not [line for line in lines if len(tagged.findall(line)) > 1 or tagged.fullmatch(line)], lines
-    # No TensorFlow start-up banner, not even from horovodrun's own build checks (the Horovod patch's item 4).
-    if launcher == "mpirun" or _horovod_mutes_its_checks():
-        assert not [line for line in lines if "absl::InitializeLog" in line or "oneDNN custom operations" in line], lines
-
-
-def _horovod_mutes_its_checks() -> bool:
-    """Whether the installed Horovod was built with tools/horovod-0.28.1-tf2.21.patch's item 4 (an older
-    venv keeps its build until `make horovod` rebuilds it)."""
-    import horovod.common.util as util
-
-    return "os.dup2(sys.stderr.fileno(), 2)" in Path(util.__file__).read_text(encoding="utf-8")
+# Two ranks of every launcher training to the end with rank 0 alone writing (one header, one record
+# per phase, one tag per output line, no TensorFlow banner): tests/test_shipped_pipelines.py's
+# test_two_allreduce_ranks, on every shipped pipeline, checks it on the runs it trains anyway.
 
 
 def test_mixed_float16_on_two_ranks_keeps_them_identical(tmp_path: Path, data: Path) -> None:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -58,9 +61,22 @@ LAUNCHERS = {
     "collective": ["dslrun", "launch", "--backend", "collective", "--workers", "2"],
 }
 ALLREDUCE = ("gloo", "mpi", "mpirun")
+# `make test` runs every launcher with every task (classification, segmentation, detection, text)
+# and every shipped file under at least one launcher that starts several processes; the rest of
+# the matrix (the classification files that differ from these in network or data only, under
+# the other launchers) is marked full_matrix and runs in `make test-shipped` (README: before a
+# release, and after a change to a launcher, a backend or a shipped file).
+TASK_FILES = ("quickstart.yaml", "segmentation.yaml", "detection.yaml", "text_classification.yaml")
+COVER = {"gloo": {"cifar10.yaml"}, "mpi": {"cnn_iters.yaml"}, "mpirun": {"mlp_folder.yaml"}, "ps": {"cifar10_ps.yaml"}}
 
 def uses_ps(name: str) -> bool:
     return "backend: ps" in (PIPELINES / name).read_text()
+
+
+def matrix(*cells: tuple[str, str]) -> list[object]:
+    """`(name, launcher)` cells as parameters, those outside the task cover marked full_matrix."""
+    return [pytest.param(name, launcher, marks=[] if name in TASK_FILES or name in COVER.get(launcher, ())
+                         else [pytest.mark.full_matrix]) for name, launcher in cells]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +103,32 @@ def _synthetic(out: Path, image_size: int) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def trained(data: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Trained]:
+    """`trained(launcher, name)`: pipeline NAME run under LAUNCHER once for the whole module, so the
+    tests that look at the same run (its ranks' weights, its val metrics against a one-process eval,
+    a fine-tune's base) share it instead of training it again."""
+    runs: dict[tuple[str, str], Trained] = {}
+
+    def get(launcher: str, name: str) -> Trained:
+        if (launcher, name) not in runs:
+            run_dir = tmp_path_factory.mktemp(f"{launcher}-{name.removesuffix('.yaml')}") / "run"
+            more = []
+            if name in FINE_TUNES:
+                base, key = FINE_TUNES[name]
+                more.append(f"{key}={get('local', base).run_dir}")
+            runs[launcher, name] = Trained(run_dir, run(launcher, name, data, run_dir, *more))
+        return runs[launcher, name]
+
+    return get
+
+
+@dataclass(frozen=True)
+class Trained:
+    run_dir: Path
+    result: subprocess.CompletedProcess
+
+
 def run(launcher: str, name: str, data: dict[str, Path], run_dir: Path, *more: str,
         timeout: int = 300) -> subprocess.CompletedProcess:
     """`LAUNCHER pipelines/NAME --set ...` as a user types it, in its own process group."""
@@ -107,6 +149,12 @@ def shrunk(name: str, run_dir: Path, *more: str) -> list[str]:
     """The `--set` arguments that make pipeline NAME test-sized and put its run in `run_dir`."""
     return [arg for setting in [*SHRINK[name][1], f"runner.model_dir={run_dir}", *more] for arg in ("--set", setting)]
 
+def yaml_name(name: str) -> str:
+    """The `name:` a shipped file declares (its header line starts `pipeline NAME:`)."""
+    return next(line.split(":", 1)[1].strip() for line in (PIPELINES / name).read_text().splitlines()
+                if line.startswith("name:"))
+
+
 def last_val(run_dir: Path) -> dict:
     """The run's last val record: a finite loss and its task's score (accuracy, or mean IoU) in [0, 1]."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -122,31 +170,43 @@ def test_every_shipped_pipeline_is_covered() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n)))
-def test_one_process(name: str, data: dict[str, Path], tmp_path: Path) -> None:
-    more = []
-    if name in FINE_TUNES:
-        base, key = FINE_TUNES[name]
-        run("local", base, data, tmp_path / "base")
-        more.append(f"{key}={tmp_path / 'base'}")
-    result = run("local", name, data, tmp_path / "run", *more)
-    assert "final validation" in result.stdout
-    last_val(tmp_path / "run")
+def test_one_process(name: str, trained: Callable[[str, str], Trained]) -> None:
+    run = trained("local", name)  # a fine-tune starts from its base's one-process run
+    assert "final validation" in run.result.stdout
+    last_val(run.run_dir)
 
 
-@pytest.mark.parametrize("launcher", ALLREDUCE)
-@pytest.mark.parametrize("name", sorted(n for n in SHRINK if not uses_ps(n) and n not in FINE_TUNES))
-def test_two_allreduce_ranks(name: str, launcher: str, data: dict[str, Path], tmp_path: Path) -> None:
-    result = run(launcher, name, data, tmp_path / "run")
+@pytest.mark.parametrize(("name", "launcher"), matrix(*((n, launcher) for n in sorted(SHRINK)
+                                                         if not uses_ps(n) and n not in FINE_TUNES
+                                                         for launcher in ALLREDUCE)))
+def test_two_allreduce_ranks(name: str, launcher: str, trained: Callable[[str, str], Trained]) -> None:
+    run = trained(launcher, name)
+    result = run.result
     assert "identical on all 2 ranks" in result.stderr, result.stderr[-3000:]
-    assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
-    last_val(tmp_path / "run")
+    assert list((run.run_dir / "checkpoints").glob("ckpt-*.index"))
+    last_val(run.run_dir)
+    # Rank 0 alone writes: one header, one record per phase, one pipeline.yaml.
+    name_line = f"pipeline {yaml_name(name)}:"
+    assert result.stdout.count(name_line) == (0 if name in NO_HEADER else 1), result.stdout[-3000:]
+    records = [json.loads(line) for line in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+    phases = [(r["mode"], r["step"]) for r in records]
+    assert len(phases) == len(set(phases)), phases
+    assert [p.relative_to(run.run_dir) for p in run.run_dir.rglob("pipeline.yaml")] == [Path("pipeline.yaml")]
+    # One launcher tag per line (MPI tags what it reads, so a line written in pieces got the next
+    # one's tag glued on), and no TensorFlow start-up banner, not even from horovodrun's own build
+    # checks (tools/horovod-0.28.1-tf2.21.patch's item 4).
+    lines = (result.stdout + result.stderr).splitlines()
+    tagged = re.compile(r"\[\d+(,\d+)?\]<std(out|err)>:")
+    assert not [line for line in lines if len(tagged.findall(line)) > 1 or tagged.fullmatch(line)], lines
+    assert not [line for line in lines if "absl::InitializeLog" in line or "oneDNN custom operations" in line], lines
 
 
-# TensorFlow's allreduce instead of Horovod's: the epoch-based and the iter-based pipeline (the
-# others differ from these in data and network only, which the backend does not see). Detection,
-# whose mAP gathers every rank's detections through the backend, runs on two collective workers
-# in test_two_ranks_validate_as_one_process_does_on_the_same_weights below.
-@pytest.mark.parametrize("name", ["cnn_iters.yaml", "quickstart.yaml"])
+# TensorFlow's allreduce instead of Horovod's: the epoch-based and the iter-based pipeline, and
+# text (the other classification files differ from these in data and network only, which the
+# backend does not see). Segmentation and detection, whose metrics gather every rank's state
+# through the backend, run on two collective workers in
+# test_two_ranks_validate_as_one_process_does_on_the_same_weights below.
+@pytest.mark.parametrize("name", ["cnn_iters.yaml", "quickstart.yaml", "text_classification.yaml"])
 def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path) -> None:
     result = run("collective", name, data, tmp_path / "run")
     assert "[chief] dslrun: weights digest" in result.stdout and "identical on all 2 ranks" in result.stdout
@@ -159,9 +219,9 @@ def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path
 # -> 53) and ran with the guard warning only; with the rate divided by the workers (runner.
 # async_lr_scaling: staleness, dsl/scaling.py) its train loss at step 8 was 10-16 in 3 runs
 # (32-36 at the written rate, which did not trip the guard in those runs either).
-@pytest.mark.parametrize("name", sorted(n for n in SHRINK if n not in FINE_TUNES))
-def test_parameter_server_cluster(name: str, data: dict[str, Path], tmp_path: Path) -> None:
-    result = run("ps", name, data, tmp_path / "run")
+@pytest.mark.parametrize(("name", "launcher"), matrix(*((n, "ps") for n in sorted(SHRINK) if n not in FINE_TUNES)))
+def test_parameter_server_cluster(name: str, launcher: str, data: dict[str, Path], tmp_path: Path) -> None:
+    result = run(launcher, name, data, tmp_path / "run")
     assert list((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
     last_val(tmp_path / "run")
     assert "Traceback" not in result.stdout + result.stderr
@@ -187,14 +247,14 @@ NO_HEADER = {"cnn_iters.yaml", "mlp_folder.yaml"}
                                             ("collective", "segmentation.yaml"), ("gloo", "detection.yaml"),
                                             ("collective", "detection.yaml")])
 def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: str, name: str, data: dict[str, Path],
-                                                                    tmp_path: Path) -> None:
+                                                                    trained: Callable[[str, str], Trained]) -> None:
     """Every val value of 2 ranks (each its shard, batch-norm statistics reconciled, metrics
     reduced from their summed states) is the value one process gets from the same checkpoint."""
-    launched = run(launcher, name, data, tmp_path / "run")
-    assert "identical on all 2 ranks" in launched.stdout + launched.stderr, launched.stderr[-3000:]
-    ranks = last_val(tmp_path / "run")
+    launched = trained(launcher, name)  # the gloo runs are test_two_allreduce_ranks' own
+    assert "identical on all 2 ranks" in launched.result.stdout + launched.result.stderr, launched.result.stderr[-3000:]
+    ranks = last_val(launched.run_dir)
     env = {**MULTIRANK_ENV, "DATA_DIR": str(data[SHRINK[name][0]])}
-    result = subprocess.run(["dslrun", "eval", str(PIPELINES / name), *shrunk(name, tmp_path / "run")],
+    result = subprocess.run(["dslrun", "eval", str(PIPELINES / name), *shrunk(name, launched.run_dir)],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     alone = json.loads(result.stdout.strip().splitlines()[-1])
