@@ -116,13 +116,13 @@ postgres:
 # The whole test suite, plus the shipped pipelines must validate and build (--build: their
 # networks traced on zeros, about 20 s). The system packages of the multi-host, Slurm and
 # PostgreSQL tests are checked on every run (an older .venv predates them). pytest-xdist runs
-# TEST_WORKERS workers (a worker per core); tests/conftest.py keeps a module's tests, and all the
-# tests on the test hosts, on one worker. The slowest 25 tests are listed at the end.
+# TEST_WORKERS workers (a worker per core), a module's tests on one worker, the heaviest modules
+# first (tests/conftest.py). The slowest 25 tests are listed at the end.
 TEST_WORKERS ?= auto
 test: install sshd slurm postgres lint
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/dslrun validate --build pipelines/
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 -m "not full_matrix"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not full_matrix"
 
 # Every shipped pipeline under every launcher (tests/test_shipped_pipelines.py, about 12 minutes here):
 # `make test` runs each task under each launcher; run this before a release and after changing a

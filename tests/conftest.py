@@ -20,22 +20,17 @@ def _weight(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Which tests may run side by side under pytest-xdist (`make test` runs a worker per core).
+    """The order the modules run in, heaviest first, for pytest-xdist (`make test` runs a worker per core).
 
-    A module's tests stay on one worker (`--dist loadgroup`), so its module fixtures (generated
-    data, a run trained once and looked at by several tests) are made once. Every module that uses
-    the test hosts (network namespaces with fixed names, one sshd each, a session fixture) shares
-    one group: two sets of hosts cannot exist at once. The groups are ordered heaviest first (with
-    `--no-loadscope-reorder` xdist keeps that order): a free worker takes the next group, so the
-    long ones start early and the short ones fill in at the end. Without xdist the marks do
-    nothing and only the order changes; each module's tests keep theirs.
+    `make test` passes `--dist loadfile`: a module's tests stay on one worker, so its module
+    fixtures (generated data, a run trained once and looked at by several tests) are made once.
+    Two workers may each hold test hosts at once: tests/testhosts.py gives every session its own
+    names and subnet. With `--no-loadscope-reorder` xdist hands out the modules in this order,
+    a free worker taking the next: the long ones start early and the short ones fill in at the
+    end. Each module's tests keep their own order.
     """
-    with_hosts = {item.module.__name__ for item in items if "test_hosts" in getattr(item, "fixturenames", ())}
-    groups: dict[str, list[pytest.Item]] = {}
+    modules: dict[str, list[pytest.Item]] = {}
     for item in items:
-        module = item.module.__name__
-        group = "test hosts" if module in with_hosts else module
-        item.add_marker(pytest.mark.xdist_group(group))
-        groups.setdefault(group, []).append(item)
-    ordered = sorted(groups.values(), key=lambda group: -sum(map(_weight, group)))
-    items[:] = [item for group in ordered for item in group]
+        modules.setdefault(item.module.__name__, []).append(item)
+    ordered = sorted(modules.values(), key=lambda module: -sum(map(_weight, module)))
+    items[:] = [item for module in ordered for item in module]
