@@ -34,7 +34,8 @@ from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
 SHRINK = ["--set", "runner.max_epochs=2", "--set", "inputter.batch_size=16", "--set", "inputter.num_classes=4",
           "--set", "inputter.image_shape=[16, 16, 3]"]
-# For the clusters' trials: every task builds and traces the network, ResNet-20 a few seconds more than this.
+# For the shared study's and the clusters' trials: every rank builds and traces the network, ResNet-20
+# a few seconds more than this.
 SMALL_NETWORK = ["--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
@@ -76,12 +77,13 @@ def status(env: dict[str, str], file: Path) -> list[list[str]]:
     return [line.split() for line in result.stdout.splitlines()]
 
 
-def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
-    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has checkpointed; its whole output."""
+def interrupt_when_training(file: Path, env: dict[str, str], trial: int, *more: str) -> str:
+    """Start the sweep (`more`: its further arguments), SIGINT it (as Ctrl-C does) once `trial` has
+    checkpointed; its whole output."""
     directory = file.parent / "sweep"
     # SIGINT at its default in the sweep: a pytest started in the background by a shell without job control
     # (CI's scripts) ignores it, and so would the sweep, which inherits it.
-    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *more, *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env, cwd=file.parent, start_new_session=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -180,10 +182,12 @@ callbacks:
     save_best: {monitor: val/accuracy}
 """ + tracking)
     directory = tmp_path / "sweep"
-    output = interrupt_when_training(file, env, trial=0)
+    # The small CNN: what is tested is the sweep's handling of its trials (ResNet-20 traced by two
+    # ranks, twice, made this fixture the slowest setup of the suite).
+    output = interrupt_when_training(file, env, 0, *SMALL_NETWORK)
     left = leftovers(directory)
     rows = status(env, file)
-    resumed = sweep(env, str(file))
+    resumed = sweep(env, str(file), *SMALL_NETWORK)
     return Study(file, directory, output, left, rows, resumed, leftovers(directory), mlflow_server)
 
 
