@@ -114,8 +114,9 @@ postgres:
 	fi
 
 # The whole test suite, after the shipped pipelines validate (no TensorFlow; the suite builds and
-# trains every one of them, so `validate --build` here would only repeat it: 53 s). The system packages of the multi-host, Slurm and
-# PostgreSQL tests are checked on every run (an older .venv predates them). pytest-xdist runs
+# trains every one of them, so `validate --build` here would only repeat that work). The system
+# packages of the multi-host, Slurm and PostgreSQL tests are checked on every run (an older .venv
+# predates them). pytest-xdist runs
 # TEST_WORKERS workers (a worker per core), a module's tests on one worker, the heaviest modules
 # first (tests/conftest.py). The slowest 25 tests are listed at the end.
 TEST_WORKERS ?= auto

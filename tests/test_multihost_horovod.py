@@ -8,9 +8,8 @@ killed at the end of its test with whatever it left in the hosts.
 
 The shipped pipelines/quickstart.yaml is trained as it is (ResNet-20 with batch norm), made
 tiny with --set, under Gloo. The MPI launchers and the fault tests swap its network for a small
-CNN with batch norm: four
-ranks tracing ResNet-20 on two cores take about
-40 s per trace, and an elastic run traces once per change of the world.
+CNN with batch norm: four ranks tracing ResNet-20 on two cores is the slowest part of a test, and
+an elastic run traces once per change of the world.
 """
 
 from __future__ import annotations
@@ -202,7 +201,7 @@ def test_four_ranks_on_two_hosts_train_the_quickstart(test_hosts: TestHosts, job
     run = tmp_path / "run"
     command = mpirun(test_hosts) if launcher == "mpirun" else horovodrun(test_hosts, launcher)
     # Gloo trains the shipped ResNet-20; the MPI launchers, whose difference is how ranks are placed
-    # and reached, a small CNN with batch norm (ResNet-20 traced by 4 ranks on 2 cores: ~100 s a test).
+    # and reached, the small CNN with batch norm.
     network = () if launcher == "gloo" else (SMALL_NETWORK,)
     started = start(job, test_hosts, [*command, "dslrun", *shrunk(data, run, 1, *network)], tmp_path / "launcher.log")
     code = started.wait()

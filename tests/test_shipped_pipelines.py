@@ -34,9 +34,9 @@ PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 # The settings that make each shipped pipeline a test-sized run, and the data it reads.
 SHRINK: dict[str, tuple[str, list[str]]] = {
     # The ResNets at their shipped batch (64 and 128): the global batch a user trains with, batch norm
-    # unsynchronised as in their run (32 or 64 per rank). At 16 (8 per rank, synchronised) a 2-rank
-    # quickstart took 49 s here against 29 s at 64 for the same 256 images (synchronised batch norm
-    # has its own tests: test_horovod.py, test_sync_batch_norm.py).
+    # unsynchronised as in their run (32 or 64 per rank), and fewer, cheaper steps than at 16, where
+    # 8 per rank turned synchronised batch norm on (it has its own tests: test_horovod.py,
+    # test_sync_batch_norm.py).
     "cifar10.yaml": ("csv", ["runner.max_epochs=1", "inputter.shuffle_buffer=64"]),
     "cifar10_ps.yaml": ("csv", ["runner.max_epochs=1", "inputter.batch_size=16", "inputter.shuffle_buffer=64",
                                 "runner.steps_per_call=4"]),
