@@ -32,11 +32,12 @@ pytestmark = pytest.mark.slow
 from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
+# Every trial shrunk, its network a small CNN: what is tested is the sweep's handling of its trials,
+# and every rank of every trial builds and traces the network (ResNet-20, traced by the shared study's
+# two ranks twice, made its fixture the slowest setup of the suite).
 SHRINK = ["--set", "runner.max_epochs=2", "--set", "inputter.batch_size=16", "--set", "inputter.num_classes=4",
-          "--set", "inputter.image_shape=[16, 16, 3]"]
-# For the shared study's and the clusters' trials: every rank builds and traces the network, ResNet-20
-# a few seconds more than this.
-SMALL_NETWORK = ["--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
+          "--set", "inputter.image_shape=[16, 16, 3]",
+          "--set", "network={type: simple_cnn, filters: [8, 16], dense_units: 32}"]
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +78,12 @@ def status(env: dict[str, str], file: Path) -> list[list[str]]:
     return [line.split() for line in result.stdout.splitlines()]
 
 
-def interrupt_when_training(file: Path, env: dict[str, str], trial: int, *more: str) -> str:
-    """Start the sweep (`more`: its further arguments), SIGINT it (as Ctrl-C does) once `trial` has
-    checkpointed; its whole output."""
+def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
+    """Start the sweep, SIGINT it (as Ctrl-C does) once `trial` has checkpointed; its whole output."""
     directory = file.parent / "sweep"
     # SIGINT at its default in the sweep: a pytest started in the background by a shell without job control
     # (CI's scripts) ignores it, and so would the sweep, which inherits it.
-    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *more, *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen([*DSLRUN, "sweep", str(file), *SHRINK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env, cwd=file.parent, start_new_session=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -182,12 +182,10 @@ callbacks:
     save_best: {monitor: val/accuracy}
 """ + tracking)
     directory = tmp_path / "sweep"
-    # The small CNN: what is tested is the sweep's handling of its trials (ResNet-20 traced by two
-    # ranks, twice, made this fixture the slowest setup of the suite).
-    output = interrupt_when_training(file, env, 0, *SMALL_NETWORK)
+    output = interrupt_when_training(file, env, trial=0)
     left = leftovers(directory)
     rows = status(env, file)
-    resumed = sweep(env, str(file), *SMALL_NETWORK)
+    resumed = sweep(env, str(file))
     return Study(file, directory, output, left, rows, resumed, leftovers(directory), mlflow_server)
 
 
@@ -284,7 +282,7 @@ def test_a_trial_of_a_cluster_backend_is_a_cluster_that_dslrun_launch_starts(
   parameters:
     modeler.optimizer.learning_rate: {{type: choice, values: [0.05, 0.1]}}
 """)
-    result = sweep(env, str(file), "--set", f"runner.backend={backend}", *SMALL_NETWORK)
+    result = sweep(env, str(file), "--set", f"runner.backend={backend}")
     assert result.returncode == 0, result.stderr
     assert "trial 0 finished: val/accuracy " in result.stderr, result.stderr
     log = (tmp_path / "sweep" / "trial-0000" / "trial.log").read_text()
