@@ -1,4 +1,5 @@
-"""What every test shares: Keras 2 for TensorFlow, and how the tests are spread over pytest-xdist workers.
+"""What every test shares: Keras 2 for TensorFlow, a temporary directory for the processes the tests
+start, and how the tests are spread over pytest-xdist workers.
 
 TF_USE_LEGACY_KERAS is set before any test module imports TensorFlow: tf.keras is Keras 2
 (tf_keras), as under dslrun. dsl/__init__.py sets the same default; a test module that imports
@@ -6,10 +7,26 @@ TensorFlow before any dsl module would otherwise get Keras 3. Subprocesses the t
 """
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# Every process a test starts puts its temporary files (autograph's modules, Open MPI's session
+# directory) in one directory per pytest process, removed when that process ends: the processes
+# the tests kill on purpose run no exit handler and would leave theirs in /tmp. pytest's own
+# tmp_path stays in the system's temporary directory (read before TMPDIR changes), where pytest
+# keeps the last three sessions for a look after a failure.
+tempfile.gettempdir()
+CHILDREN_TMP = tempfile.mkdtemp(prefix="dsltest-")
+os.chmod(CHILDREN_TMP, 0o1777)  # as /tmp: the tests' PostgreSQL server runs as its own user
+os.environ["TMPDIR"] = CHILDREN_TMP
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(CHILDREN_TMP, ignore_errors=True)
 
 
 def _weight(item: pytest.Item) -> int:

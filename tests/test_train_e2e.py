@@ -75,9 +75,21 @@ def trained(tmp_path_factory: pytest.TempPathFactory, data: Path) -> Path:
     """One finished 3-epoch run shared by the tests that only read it."""
     tmp = tmp_path_factory.mktemp("trained")
     pipeline = write_pipeline(tmp, data)
-    result = dslrun(str(pipeline))
-    assert "final validation" in result.stdout
+    # Its own temporary directory, bytecode written as a user's Python does by default: what
+    # autograph leaves there is looked at below.
+    env = {key: value for key, value in ENV.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    (tmp / "tmp").mkdir()
+    result = subprocess.run([*DSLRUN, str(pipeline)], capture_output=True, text=True, timeout=300,
+                            env={**env, "TMPDIR": str(tmp / "tmp")})
+    assert result.returncode == 0 and "final validation" in result.stdout, result.stderr[-3000:]
     return pipeline
+
+
+def test_a_run_leaves_nothing_in_the_temporary_directory(trained: Path) -> None:
+    """Autograph's modules and the bytecode Python cached for them are gone when the run ends."""
+    tmp = trained.parent / "tmp"
+    assert (tmp / "__pycache__").is_dir()  # autograph's modules were written and compiled here
+    assert not list(tmp.rglob("__autograph_generated_file*")), sorted(tmp.rglob("*"))
 
 
 def test_training_learns_and_fills_the_run_directory(trained: Path) -> None:
