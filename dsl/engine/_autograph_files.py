@@ -22,10 +22,10 @@ _PREFIX = "__autograph_generated_file"
 def remove_compiled() -> None:
     """Remove the bytecode Python cached for this process's autograph modules."""
     for name, module in list(sys.modules.items()):
-        cached = getattr(getattr(module, "__spec__", None), "cached", None) if name.startswith(_PREFIX) else None
-        if cached:
+        spec = getattr(module, "__spec__", None)
+        if name.startswith(_PREFIX) and spec is not None and spec.cached:
             with contextlib.suppress(OSError):
-                os.remove(cached)
+                os.remove(spec.cached)
 
 
 def install() -> None:
