@@ -24,9 +24,11 @@ MULTIRANK_ENV = {
 }
 
 
-def dslrun(*args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`dslrun ARGS` in a subprocess; with `check`, a non-zero exit fails with its output."""
-    result = subprocess.run([*DSLRUN, *args], capture_output=True, text=True, env=ENV, timeout=timeout)
+def dslrun(*args: str, check: bool = True, timeout: int = 300,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`dslrun ARGS` in a subprocess (in ENV unless `env` is given); with `check`, a non-zero exit fails with its output."""
+    result = subprocess.run([*DSLRUN, *args], capture_output=True, text=True, env=ENV if env is None else env,
+                            timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"dslrun {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
