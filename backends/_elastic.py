@@ -28,9 +28,9 @@ import tensorflow as tf
 from horovod.common.elastic import ObjectState
 from horovod.common.exceptions import HorovodInternalError
 
-from dsl.callbacks.base import Callback
 from dsl.engine.contracts import ElasticRunner, RunnerView
-from dsl.errors import DslError
+from dsl.engine.hooks import Callback
+from dsl.language.errors import DslError
 
 
 class ElasticHorovod(Protocol):

@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 BatchNormalization = tf.keras.layers.BatchNormalization
 
@@ -60,15 +60,15 @@ def horovod_switchable() -> type:
     """A batch-norm layer synchronised over Horovod's ranks, with a switch (`synchronised`) read
     when the train call is traced: off, it normalises over the rank's own batch like a plain
     (non-fused) layer. An elastic run with `sync_batch_norm: auto` decides again at every size
-    (dsl/sync_batch_norm.py) and traces its calls again, so the same layers serve both decisions.
+    (dsl/distributed/sync_batch_norm.py) and traces its calls again, so the same layers serve both decisions.
 
     On, each training call gathers every rank's per-channel count, mean and variance (one
-    allgather, dsl/batch_moments.py) and normalises with the global batch's statistics,
+    allgather, dsl/distributed/batch_moments.py) and normalises with the global batch's statistics,
     each rank weighted by its examples and without cancellation; Horovod's own
     SyncBatchNormalization weighs the ranks equally and takes mean(x^2) - mean^2. Imports Horovod."""
     import horovod.tensorflow as hvd
 
-    from dsl.batch_moments import combine, local_moments
+    from dsl.distributed.batch_moments import combine, local_moments
 
     base: Any = BatchNormalization  # tf.keras' layer, a runtime value to the type checker
 

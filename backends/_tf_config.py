@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 
 def parse_tf_config(environ: Mapping[str, str] | None, when_missing: str, example: str) -> tuple[dict[str, list[str]], str, int]:

@@ -3,7 +3,7 @@
 A backend honours `dsl.engine.contracts.Backend` (placement and communication, nothing
 else); the shared loop (dsl.engine.runner) never branches on its name. Backends depend on
 the engine's contracts and step functions, never the other way round: the engine meets
-them only at its composition root, dsl.engine.launch.
+them only at its composition root, dsl.commands._training.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from dsl.context import Placement
+from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine.contracts import ElasticRunner, Evaluator, ReconcileCall, StepCall, StepParts
 from dsl.engine.global_batch import Replicas
-from dsl.sync_batch_norm import BatchNormSync
+from dsl.language.context import Placement
 
 
 class Backend:
@@ -88,13 +88,13 @@ class Backend:
         return True
 
     def replicas_in_step(self) -> int:
-        """How many replicas' batches one optimizer step combines (dsl.scaling divides the
+        """How many replicas' batches one optimizer step combines (dsl.distributed.scaling divides the
         global batch by it and scales the learning rate with it): the ranks of an allreduce,
         1 here."""
         return 1
 
     def asynchronous_workers(self) -> int:
-        """How many workers update the variables without waiting for each other (dsl.scaling
+        """How many workers update the variables without waiting for each other (dsl.distributed.scaling
         divides the learning rate by it, their mean staleness): 1 for a synchronous backend."""
         return 1
 
@@ -107,7 +107,7 @@ class Backend:
 
     def prepare_model(self, model: Any, batch_norm: BatchNormSync) -> Any:
         """The network this backend trains, given the one the pipeline built and whether its batch
-        norm is to be synchronised (dsl/sync_batch_norm.py: Horovod and collective swap its layers
+        norm is to be synchronised (dsl/distributed/sync_batch_norm.py: Horovod and collective swap its layers
         for synchronised ones); unchanged here. Called again with the model it returned when an
         elastic run changes size, and must then return that same model."""
         return model

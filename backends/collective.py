@@ -30,10 +30,10 @@ from typing import Any
 
 from backends._tf_config import parse_tf_config
 from backends.base import Backend
-from dsl.context import Placement
+from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine.contracts import ReconcileCall, StepCall, StepParts
-from dsl.errors import DslError
-from dsl.sync_batch_norm import BatchNormSync
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 
 _TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 

@@ -1,6 +1,6 @@
 """`runner.backend: collective`: its settings (`runner.collective`) and capabilities.
 
-The registration of backends.collective (see dsl.backend_registry): a TF_CONFIG cluster that
+The registration of backends.collective (see dsl.language.backend_registry): a TF_CONFIG cluster that
 `dslrun launch --backend collective` starts, every task training; synchronised batch norm
 through `runner.collective.sync_batch_norm`; its settings are an error on another backend.
 Imports no TensorFlow.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dsl.backend_registry import Capabilities, ClusterLaunch, register_backend
+from dsl.language.backend_registry import Capabilities, ClusterLaunch, register_backend
 
 
 def create(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Any:

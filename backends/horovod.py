@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.base import Backend
-from dsl.context import Placement
+from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine.contracts import ElasticRunner
-from dsl.errors import DslError
-from dsl.sync_batch_norm import BatchNormSync
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 
 # runner.horovod key -> (Horovod environment variable, conversion)
 _KNOBS: dict[str, tuple[str, Callable[[Any], str]]] = {
@@ -47,7 +47,7 @@ def _elastic_settings(runner_params: dict[str, Any]) -> dict[str, Any] | None:
     """runner.elastic (its defaults when null) under an elastic horovodrun; None otherwise."""
     if os.environ.get("HOROVOD_ELASTIC") != "1":
         return None
-    from dsl.backend_registry import lookup
+    from dsl.language.backend_registry import lookup
 
     defaults = lookup(HorovodBackend.name).defaults("elastic")
     return {**defaults, **(runner_params.get("elastic") or {})}

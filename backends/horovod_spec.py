@@ -1,6 +1,6 @@
 """`runner.backend: horovod`: its settings (`runner.horovod`, `runner.elastic`) and capabilities.
 
-The registration of backends.horovod (see dsl.backend_registry): elastic, synchronised batch
+The registration of backends.horovod (see dsl.language.backend_registry): elastic, synchronised batch
 norm through `runner.horovod.sync_batch_norm`, started by horovodrun or mpirun, which is how
 `runner.backend: auto` recognises it. Imports no TensorFlow and no Horovod.
 """
@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dsl.backend_registry import Capabilities, register_backend
+from dsl.language.backend_registry import Capabilities, register_backend
 
 # Variables set by horovodrun (HOROVOD_*), OpenMPI's mpirun (OMPI_*) and PMI launchers.
 LAUNCHER_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")

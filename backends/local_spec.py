@@ -1,6 +1,6 @@
 """`runner.backend: local`: one process; `auto`'s choice when no launcher started it.
 
-The registration of backends.local (see dsl.backend_registry): no settings, the
+The registration of backends.local (see dsl.language.backend_registry): no settings, the
 capabilities of a single process. Imports no TensorFlow.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dsl.backend_registry import always, register_backend
+from dsl.language.backend_registry import always, register_backend
 
 
 def create(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Any:

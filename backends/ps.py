@@ -38,9 +38,9 @@ from typing import Any
 
 from backends._tf_config import parse_tf_config
 from backends.base import Backend
-from dsl.context import Placement
 from dsl.engine.contracts import Evaluator, ReconcileCall, StepCall, StepParts
-from dsl.errors import DslError
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 
 ROLES = ("chief", "worker", "ps", "evaluator")
 

@@ -1,6 +1,6 @@
 """`runner.backend: ps`: its settings (`runner.ps`), capabilities and own rule.
 
-The registration of backends.ps (see dsl.backend_registry): a TF_CONFIG cluster that
+The registration of backends.ps (see dsl.language.backend_registry): a TF_CONFIG cluster that
 `dslrun launch --backend ps` starts (chief, workers, ps tasks, an evaluator), asynchronous
 in cluster mode (each update is one worker's batch), without loss scaling. Imports no
 TensorFlow.
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dsl.backend_registry import Capabilities, ClusterLaunch, register_backend
-from dsl.checks import written_at
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
+from dsl.language.backend_registry import Capabilities, ClusterLaunch, register_backend
+from dsl.language.checks import written_at
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
 
 
 def create(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Any:

@@ -1,6 +1,6 @@
 """Pick the backend a pipeline asks for (`runner.backend`), `auto` from the environment.
 
-Every backend is a registration (dsl.backend_registry, `backends/*_spec.py` or a plugin):
+Every backend is a registration (dsl.language.backend_registry, `backends/*_spec.py` or a plugin):
 this module asks the registry, so a new backend needs no edit here.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from backends.base import Backend
-from dsl import backend_registry
-from dsl.errors import DslError, RegistryError
+from dsl.language import backend_registry
+from dsl.language.errors import DslError, RegistryError
 
 
 def launched_by_distributed_launcher(environ: Mapping[str, str] | None = None) -> bool:

@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     import tensorflow as tf
 
-    from dsl.engine.launch import build_runner
+    from dsl.commands._training import build_runner
     from dsl.engine.steps import make_step
 
     case = argparse.Namespace(task=args.task, data=args.data, batch=args.batch, warmup=5, steps=30)

@@ -197,8 +197,8 @@ runner:
 
 
 def run_dslrun(args: argparse.Namespace) -> None:
-    from dsl.callbacks.base import Callback
-    from dsl.pipeline import load_pipeline
+    from dsl.engine.hooks import Callback
+    from dsl.language.pipeline import load_pipeline
 
     if args.input == "csv":
         inputter = (f"{{type: image_classification_csv, train: {args.data}/train.csv, num_classes: 10, "
@@ -224,7 +224,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
                                         sync_bn="true" if args.sync_bn else "false", backend=args.backend,
                                         compression=args.compression,
                                         fusion="null" if args.fusion_threshold_mb is None else args.fusion_threshold_mb))
-        from dsl.engine.launch import build_runner
+        from dsl.commands._training import build_runner
 
         if args.no_reconcile:
             # The measuring instrument only: nothing to average, so no allreduce is issued.
@@ -260,8 +260,8 @@ def run_replica_state(args: argparse.Namespace) -> None:
     """
     import tensorflow as tf
 
-    from dsl.engine.launch import build_runner
-    from dsl.pipeline import load_pipeline
+    from dsl.commands._training import build_runner
+    from dsl.language.pipeline import load_pipeline
 
     inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
                 f"num_classes: 10, batch_size: {args.batch}}}")
@@ -307,8 +307,8 @@ def summary_of(values: list[float]) -> dict:
 # -------------------------------------------------------------------------- references
 def reference_model(args: argparse.Namespace) -> Any:
     """The same ResNet as dslrun's (built by its builder), so only the machinery differs."""
-    from dsl.context import BuildContext
-    from dsl.registry import lookup
+    from dsl.language.context import BuildContext
+    from dsl.language.registry import lookup
 
     component = lookup("network", "resnet_cifar")
     params = {"type": "resnet_cifar", "depth": args.depth}

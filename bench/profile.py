@@ -46,8 +46,8 @@ def op_types(graph_def: Any) -> Counter[str]:
 
 def dslrun_runner(run_dir: str, batch: int, depth: int) -> Any:
     """The `dslrun` bench case's runner (synthetic inputter, no augmentation), restored to step 0."""
-    from dsl.engine.launch import build_runner
-    from dsl.pipeline import load_pipeline
+    from dsl.commands._training import build_runner
+    from dsl.language.pipeline import load_pipeline
 
     inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
                 f"num_classes: 10, batch_size: {batch}}}")

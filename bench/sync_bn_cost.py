@@ -1,6 +1,6 @@
 """`make bench-sync-bn`: what synchronised batch norm costs a two-rank step, by per-rank batch.
 
-`sync_batch_norm: auto` turns it on below 16 examples per replica (dsl/sync_batch_norm.py);
+`sync_batch_norm: auto` turns it on below 16 examples per replica (dsl/distributed/sync_batch_norm.py);
 this measures the price of that default where it applies: images/s of `horovodrun -np 2`
 with and without `runner.horovod.sync_batch_norm`, the same ResNet-20 (the quickstart's
 network, 19 batch-norm layers) and synthetic data, per-rank batches 8 and 16. The cases

@@ -53,7 +53,7 @@ def parse() -> argparse.Namespace:
 
 def pipeline(args: argparse.Namespace, run: str) -> dict[str, Any]:
     """The shipped pipeline with only the run's length, batch size and directory changed."""
-    from dsl.pipeline import load_pipeline
+    from dsl.language.pipeline import load_pipeline
 
     iters = args.warmup + args.steps
     overrides = [f"runner.model_dir={run}", f"runner.workflow=[[train, {iters}]]", f"runner.max_iters={iters}",
@@ -62,8 +62,8 @@ def pipeline(args: argparse.Namespace, run: str) -> dict[str, Any]:
 
 
 def run_dslrun(args: argparse.Namespace) -> None:
-    from dsl.callbacks.base import Callback
-    from dsl.engine.launch import build_runner
+    from dsl.commands._training import build_runner
+    from dsl.engine.hooks import Callback
 
     clock = Clock(args.warmup, args.launched_at, args.steps)
 
@@ -85,8 +85,8 @@ def reference_parts(args: argparse.Namespace, run: str) -> tuple[Any, Any, Any, 
     context (what the data is) — everything a hand-written script would set up the same way."""
     import tensorflow as tf
 
-    from dsl.context import Placement
     from dsl.engine.compiler import compile_pipeline, configure_tensorflow
+    from dsl.language.context import Placement
 
     resolved = pipeline(args, run)
     seed = configure_tensorflow(resolved)

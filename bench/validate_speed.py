@@ -56,7 +56,7 @@ runner:
 
 
 def write_pipelines(directory: Path, count: int) -> None:
-    from dsl import registry
+    from dsl.language import registry
 
     networks = [n for n in ("mlp", "simple_cnn", "resnet_cifar") if n in registry.types("network")] or registry.types("network")
     augmenters = registry.types("augmenter") or ["none"]
@@ -78,8 +78,8 @@ def schema_step_times(directory: Path, repeats: int) -> dict[str, tuple[float, f
 
     from jsonschema import Draft202012Validator
 
-    from dsl import schema
-    from dsl.resolve import resolve
+    from dsl.language import schema
+    from dsl.language.resolve import resolve
 
     trees = [resolve(path, (), {}).value for path in sorted(directory.glob("*.yaml"))]
     broken = [_with_one_mistake(copy.deepcopy(tree), index) for index, tree in enumerate(trees)]

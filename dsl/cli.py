@@ -10,8 +10,8 @@ import click
 
 from dsl import __version__
 from dsl.commands import COMMANDS, user_errors
-from dsl.plugins import add_plugin_option
-from dsl.rank_output import whole_lines
+from dsl.distributed.rank_output import whole_lines
+from dsl.language.plugins import add_plugin_option
 
 
 class _DefaultRunGroup(click.Group):

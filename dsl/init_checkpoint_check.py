@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
 
 GROUPS = ("head", "backbone")  # dsl.networks._groups.GROUPS, without importing networks
 ADAPTIVE = ("adam", "adamw", "rmsprop")  # optimizers that divide a gradient's scale out (dsl.engine.gradient_scale)
@@ -130,7 +130,7 @@ def checkpoint_problem(path: str) -> tuple[str | None, str]:
 
 def _names_problem(path: str) -> str | None:
     """With TensorFlow: the file opened and its variable names read."""
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     prefix = resolve_prefix(path)
     if prefix is None or prefix.endswith(".h5"):
@@ -158,7 +158,7 @@ def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any
     name, as the run will (dsl.callbacks._restore_plan, nothing assigned); what the run would
     refuse, located at the callback's path."""
     from dsl.callbacks.init_checkpoint import check_restore
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     found = []
     for index, callback in enumerate(pipeline.get("callbacks") or []):

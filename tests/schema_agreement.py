@@ -2,7 +2,7 @@
 
 The whole schema is the reference: editors and other tools validate with it. dslrun's
 validator must find the same problems with the same error context, because
-`dsl.schema_errors` turns that context (anyOf alternatives, the failing schema's
+`dsl.language.schema_errors` turns that context (anyOf alternatives, the failing schema's
 properties) into the messages users read. A whole-schema validator repeats a section's
 `type` error once per `if type == T` branch, so errors are compared as sets.
 """
@@ -13,15 +13,15 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from dsl import schema_errors
-from dsl.diagnostics import SourceMap
-from dsl.schema import pipeline_schema, validator
+from dsl.language import schema_errors
+from dsl.language.diagnostics import SourceMap
+from dsl.language.schema import pipeline_schema, validator
 
 _REFERENCE: list[Draft202012Validator] = []
 
 
 class _Whole:
-    """The reference, shaped like `dsl.schema.validator()`."""
+    """The reference, shaped like `dsl.language.schema.validator()`."""
 
     def errors(self, instance: Any) -> list[Any]:
         if not _REFERENCE:
@@ -30,7 +30,7 @@ class _Whole:
 
 
 def _summary(errors: list[Any]) -> set[tuple[Any, ...]]:
-    """What `dsl.schema_errors` reads of each error, its context included."""
+    """What `dsl.language.schema_errors` reads of each error, its context included."""
     return {
         (
             tuple(map(str, e.absolute_path)),

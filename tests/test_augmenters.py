@@ -11,9 +11,9 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
-from dsl.registry import lookup
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import lookup
 
 CONTEXT = BuildContext(pipeline={})
 

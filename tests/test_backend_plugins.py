@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl import backend_registry
+from dsl.language import backend_registry
 
 from e2e_support import ENV
 
@@ -21,7 +21,7 @@ TOY = '''\
 """A third-party backend: one process that greets (a test plugin)."""
 import sys
 
-from dsl.backend_registry import Capabilities, register_backend
+from dsl.language.backend_registry import Capabilities, register_backend
 
 
 def create(runner_params, environ=None):
@@ -146,7 +146,7 @@ def test_a_declared_capability_lifts_the_refusal(tmp_path: Path, plugin_dir: Pat
 
 def test_a_plugin_may_not_take_a_built_in_backends_name(tmp_path: Path, plugin_dir: Path) -> None:
     (plugin_dir / "clash.py").write_text(
-        "from dsl.backend_registry import register_backend\n"
+        "from dsl.language.backend_registry import register_backend\n"
         "register_backend('ps', summary='x', title='x', create=lambda params, environ: None)\n")
     result = dslrun(["validate", "--plugin", "clash", str(write(tmp_path))], plugin_dir, tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
@@ -223,7 +223,7 @@ def test_doctor_lists_an_installed_plugin_backend(tmp_path: Path, plugin_dir: Pa
 
 def test_registrations_import_neither_tensorflow_nor_horovod() -> None:
     """`dslrun validate` reads every registration: they import their backend's code only in `create`."""
-    code = ("import sys\nfrom dsl import backend_registry, schema\nbackend_registry.load_all()\nschema.schema_text()\n"
+    code = ("import sys\nfrom dsl.language import backend_registry, schema\nbackend_registry.load_all()\nschema.schema_text()\n"
             "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'horovod', 'mpi4py', 'keras')"
             " or m in ('backends.horovod', 'backends.ps', 'backends.collective', 'backends.base'))\nprint(loaded)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)

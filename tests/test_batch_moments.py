@@ -1,4 +1,4 @@
-"""The global batch's mean and variance from every rank's own (dsl/batch_moments.py),
+"""The global batch's mean and variance from every rank's own (dsl/distributed/batch_moments.py),
 the statistics synchronised batch norm normalises with under Horovod.
 
 Ranks are stood in for by shares of one array whose `local_moments` are concatenated, which is
@@ -12,7 +12,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from dsl.batch_moments import combine, local_moments
+from dsl.distributed.batch_moments import combine, local_moments
 
 AXES = [0, 1, 2]  # a conv layer's batch-norm axes: examples, rows, columns
 

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from detection_reference import reference
 
-from dsl.context import BuildContext
 from dsl.datasets.synthetic_detection import DetectionSpec, write
+from dsl.language.context import BuildContext
 
 
 def test_the_keras_reference_loss_is_the_modelers_on_a_real_batch(tmp_path: Path) -> None:

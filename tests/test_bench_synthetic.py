@@ -11,10 +11,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from dsl.augmenters.none import Identity
-from dsl.context import BuildContext
 from dsl.engine.data_feed import eval_transform
 from dsl.inputters._pipeline import changes_data
-from dsl.registry import lookup
+from dsl.language.context import BuildContext
+from dsl.language.registry import lookup
 
 
 def synthetic(**params):

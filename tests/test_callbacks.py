@@ -21,13 +21,13 @@ from typing import Any, ClassVar
 import jsonschema
 import pytest
 
-from dsl import registry
-from dsl.callbacks.base import Callback, sort_callbacks
-from dsl.context import BuildContext, Placement
+from dsl.distributed.scaling import Scaling
+from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine.contracts import RunnerView
-from dsl.errors import DslError
-from dsl.scaling import Scaling
-from dsl.sync_batch_norm import BatchNormSync
+from dsl.engine.hooks import Callback, sort_callbacks
+from dsl.language import registry
+from dsl.language.context import BuildContext, Placement
+from dsl.language.errors import DslError
 
 Values = Callable[["FakeRunner"], dict[str, float]]
 
@@ -623,7 +623,7 @@ def test_init_checkpoint_loads_a_dslrun_run_directory(tf, tmp_path, capsys):
 
 def test_init_checkpoint_loads_the_best_model_of_a_run(tf, tmp_path):
     """best/ holds the model alone (no optimizer, no step): its directory and its prefix both load."""
-    from dsl.callbacks._best import write_best
+    from dsl.engine.best import write_best
 
     source = tiny_model(tf, seed=1)
     record = {"monitor": "val/accuracy", "mode": "max", "value": 0.9, "step": 7, "epoch": 1}
@@ -746,7 +746,7 @@ def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
 def test_restore_diagnostics_locate_what_the_run_would_refuse(tf, tmp_path):
     """What `validate --build` gets: the file matched by name with the built model, located."""
     from dsl.init_checkpoint_check import restore_diagnostics
-    from dsl.pipeline import check_pipeline_with_sources
+    from dsl.language.pipeline import check_pipeline_with_sources
 
     prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", tiny_model(tf, seed=1))
     text = ("version: 1\ninputter: {type: synthetic, image_shape: [4, 4, 1]}\nnetwork: {type: mlp}\n"
@@ -837,7 +837,7 @@ def test_divergence_stops_a_loss_that_explodes_in_the_first_epoch_naming_the_rat
 
 
 def test_divergence_names_the_scaling_when_the_rate_was_scaled(tmp_path):
-    from dsl.scaling import Scaling
+    from dsl.distributed.scaling import Scaling
 
     runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4, world_size=2)
     runner.scaling = Scaling(2, 4, 4, "linear", "linear", 2.0)
@@ -849,7 +849,7 @@ def test_divergence_names_the_scaling_when_the_rate_was_scaled(tmp_path):
 
 
 def test_divergence_of_asynchronous_workers_names_the_rate_they_train_at(tmp_path):
-    from dsl.scaling import Scaling
+    from dsl.distributed.scaling import Scaling
 
     runner = FakeRunner(tmp_path, max_epochs=3, steps_per_epoch=4)
     runner.scaling = Scaling(1, 4, 4, "none", "staleness", 0.25, asynchronous_workers=4)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from dsl.catalogue_doc import entries, render_markdown
 from dsl.cli import main
+from dsl.language.catalogue_doc import entries, render_markdown
 
 
 def rows(section: str) -> dict[str, tuple[str, str]]:

@@ -23,7 +23,7 @@ from backends.collective import read_cluster, task_order
 from backends.select import select_backend
 from dsl.commands._doctor_backends import backend_support
 from dsl.commands._tasks import cluster_spec, free_ports, plan_tasks
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 from e2e_support import DSLRUN, ENV, dslrun, kill_group
 

@@ -1,5 +1,5 @@
 """`dslrun validate` catches what a component can tell from its parameters and the declared shapes
-(dsl.rules): each a located error naming both lines and the fix, before any data is read."""
+(dsl.language.rules): each a located error naming both lines and the fix, before any data is read."""
 
 from __future__ import annotations
 

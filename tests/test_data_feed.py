@@ -20,11 +20,11 @@ tf = pytest.importorskip("tensorflow")
 
 from backends.local import LocalBackend
 from dsl.augmenters.cifar import CifarAugmenter
-from dsl.context import BuildContext
+from dsl.distributed.scaling import steps_per_epoch
 from dsl.engine.compiler import configure_tensorflow
 from dsl.engine.data_feed import DataFeed, epoch_seed
-from dsl.registry import lookup
-from dsl.scaling import steps_per_epoch
+from dsl.language.context import BuildContext
+from dsl.language.registry import lookup
 
 
 @pytest.fixture(autouse=True)

@@ -18,11 +18,11 @@ tf = pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
 from PIL import Image
 
-from dsl.context import Placement
 from dsl.datasets.synthetic_detection import DetectionSpec, write
 from dsl.engine.metric_reduction import reduced_results
-from dsl.errors import DslError
 from dsl.inputters._box_listing import read_sources
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 
 from e2e_support import DSLRUN, ENV, assert_identical, sigkill_when
 
@@ -259,7 +259,7 @@ def test_export_serves_detections_from_pixels_and_from_png_bytes(boxes: Path, tr
 # ------------------------------------------------------------------------------ the detection augmenter
 def augmenter(**params: Any) -> Any:
     from dsl.augmenters.detection import build
-    from dsl.context import BuildContext
+    from dsl.language.context import BuildContext
 
     return build({"standardize": False, **params}, BuildContext(pipeline={}, image_shape=(64, 64, 3)))
 
@@ -328,7 +328,7 @@ def test_training_on_a_bad_row_stops_with_one_located_line(boxes: Path, tmp_path
 @pytest.mark.parametrize("backbone", ["small", "MobileNetV2"])
 def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backbone: str) -> None:
     from dsl.anchors import anchor_boxes, anchors_of
-    from dsl.context import BuildContext
+    from dsl.language.context import BuildContext
     from dsl.networks.retinanet import build
 
     network = {"backbone": backbone, "fpn_filters": 8, "base_filters": 4, "head_convs": 1,
@@ -343,7 +343,7 @@ def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backb
 
 @pytest.mark.parametrize("box_loss", ["smooth_l1", "giou"])
 def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(box_loss: str) -> None:
-    from dsl.context import BuildContext
+    from dsl.language.context import BuildContext
     from dsl.modelers._box_coding import encode, giou_loss
     from dsl.modelers.object_detection import build
 
@@ -389,7 +389,7 @@ def test_sigkill_mid_epoch_then_rerun_ends_bit_identical(boxes: Path, tmp_path: 
 
 
 def test_the_ssd_lite_head_predicts_the_same_anchors_with_depthwise_separable_convolutions() -> None:
-    from dsl.context import BuildContext
+    from dsl.language.context import BuildContext
     from dsl.networks.retinanet import build
 
     network = {"fpn_filters": 16, "base_filters": 4, "head_convs": 2,

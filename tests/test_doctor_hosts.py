@@ -18,8 +18,8 @@ import pytest
 from testhosts import test_hosts  # noqa: F401 (the session fixture)
 
 import dsl
-from dsl.commands._hosts import Ssh, parse_hosts, ssh_error
-from dsl.preflight import compare_packages, csv_samples, data_items, public_addresses, shared_interfaces
+from dsl.distributed.hosts import Ssh, parse_hosts, ssh_error
+from dsl.distributed.preflight import compare_packages, csv_samples, data_items, public_addresses, shared_interfaces
 
 from e2e_support import DSLRUN, ENV, dslrun, synthetic_data
 

@@ -104,8 +104,8 @@ import signal
 import time
 from pathlib import Path
 
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 
 @register("callback", "kill_rank_1", params={}, description="SIGKILL rank 1 once at KILL_AT")

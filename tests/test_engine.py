@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dsl.callbacks.base import Callback
 from dsl.engine.callback_list import POINTS, CallbackList
-from dsl.pipeline import load_pipeline
+from dsl.engine.hooks import Callback
+from dsl.language.pipeline import load_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ runner:
 
 def make_runner(tmp_path: Path, workflow: str = "[[train, 1], [val, 1]]", limit: str = "max_epochs: 2",
                 steps_per_call: int = 2) -> Any:
-    from dsl.engine.launch import build_runner
+    from dsl.commands._training import build_runner
 
     path = tmp_path / "engine.yaml"
     path.write_text(PIPELINE.format(run=tmp_path / "run", workflow=workflow, limit=limit,
@@ -230,8 +230,8 @@ def test_mixed_float16_scales_the_loss_and_checkpoints_the_scale(tmp_path: Path,
     scale.assign(1024.0)
     good_steps.assign(7)
     runner.save_checkpoint()
-    from dsl.engine.launch import build_runner
-    from dsl.pipeline import load_pipeline
+    from dsl.commands._training import build_runner
+    from dsl.language.pipeline import load_pipeline
 
     again = build_runner(load_pipeline(tmp_path / "engine.yaml"), resume=True)
     again.restore()

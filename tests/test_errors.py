@@ -8,13 +8,13 @@ import pytest
 from click.testing import CliRunner
 
 from dsl.cli import main
-from dsl.commands._hosts import HostError
 from dsl.commands._launch_hosts import HostErrors
-from dsl.diagnostics import Diagnostic
-from dsl.errors import DslError, LocatedError, RegistryError
-from dsl.loader import LoadError
-from dsl.pipeline import PipelineError
-from dsl.plugins import PluginError
+from dsl.distributed.hosts import HostError
+from dsl.language.diagnostics import Diagnostic
+from dsl.language.errors import DslError, LocatedError, RegistryError
+from dsl.language.loader import LoadError
+from dsl.language.pipeline import PipelineError
+from dsl.language.plugins import PluginError
 
 LOCATED = Diagnostic("p.yaml", 3, 5, "network.type", "unknown network type 'mpl'; did you mean 'mlp'?")
 

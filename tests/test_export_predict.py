@@ -51,8 +51,8 @@ def invoke(*args: str) -> Any:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pipeline whose run directory holds a checkpoint (RGB PNG files, a 1-channel model)."""
-    from dsl.engine.launch import build_runner
-    from dsl.pipeline import load_pipeline
+    from dsl.commands._training import build_runner
+    from dsl.language.pipeline import load_pipeline
 
     root = tmp_path_factory.mktemp("serve")
     data = root / "data"
@@ -91,10 +91,10 @@ def test_export_prints_its_signatures(exported: tuple[Path, str]) -> None:
 def test_both_signatures_of_the_reloaded_model_agree_with_the_model_in_memory(trained: Path, exported: tuple[Path, str]) -> None:
     import tensorflow as tf
 
-    from dsl.engine.launch import restored_runner
+    from dsl.commands._training import restored_runner
     from dsl.engine.steps import make_predict_call
     from dsl.inputters._pipeline import decode_image
-    from dsl.pipeline import load_pipeline
+    from dsl.language.pipeline import load_pipeline
 
     files = images(trained)
     encoded = [path.read_bytes() for path in files]  # RGB PNGs, sent to a 1-channel model

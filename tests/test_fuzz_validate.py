@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schema_agreement import assert_agrees
 
-from dsl import registry
-from dsl.diagnostics import is_error
-from dsl.loader import LoadError, parse_text
-from dsl.pipeline import check_pipeline, load_pipeline
+from dsl.language import registry
+from dsl.language.diagnostics import is_error
+from dsl.language.loader import LoadError, parse_text
+from dsl.language.pipeline import check_pipeline, load_pipeline
 
 PIPELINE = """\
 version: 1

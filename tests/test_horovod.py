@@ -327,8 +327,8 @@ SIGNAL_PLUGIN = """\
 import os
 import signal
 
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 
 @register("callback", "interrupt_rank_1", params={}, description="SIGTERM to rank 1 at the end of its first epoch's phase")

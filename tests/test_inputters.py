@@ -13,12 +13,12 @@ from PIL import Image
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from dsl.context import BuildContext
 from dsl.engine.data_feed import eval_transform
-from dsl.errors import DslError
 from dsl.inputters._common import declared_modes
 from dsl.inputters._pipeline import explain_data_error
-from dsl.registry import lookup
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import lookup
 
 CONTEXT = BuildContext(pipeline={})
 MY_TYPES = ("image_classification_csv", "cifar10_binary", "image_folder", "tfrecord", "synthetic")
@@ -88,7 +88,7 @@ def test_inputter_modules_do_not_import_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys; from dsl.registry import components; components('inputter'); components('augmenter'); "
+    code = ("import sys; from dsl.language.registry import components; components('inputter'); components('augmenter'); "
             "import dsl.commands.data; assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -193,7 +193,7 @@ def test_missing_image_names_the_file_and_its_csv_line(tmp_path):
 
 
 def test_the_map_function_prefix_of_newer_tensorflow_is_cut_from_errors():
-    from dsl.errors import clean_error
+    from dsl.language.errors import clean_error
 
     raw = ("{{function_node __wrapped__IteratorGetNext_output_types_1_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
            "Error in user-defined function passed to ParallelMapDatasetV2:1 transformation with iterator: "

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dsl.loader import (
+from dsl.language.loader import (
     MAX_BYTES,
     MAX_VALUES,
     LoadError,

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dsl.context import Placement
 from dsl.engine.metric_reduction import reduced_results
-from dsl.errors import DslError
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 from dsl.modelers._segmentation_metrics import segmentation_metrics
 
 
@@ -141,9 +141,9 @@ def test_a_metric_declaring_an_unknown_reduction_is_named() -> None:
 
 def test_a_classifiers_per_class_report_of_two_ranks_is_that_of_one_process() -> None:
     """The report is made while the metrics hold both ranks' summed confusion matrix (while_summed)."""
-    from dsl.context import BuildContext
     from dsl.engine.phase_report import PhaseReport
-    from dsl.registry import lookup
+    from dsl.language.context import BuildContext
+    from dsl.language.registry import lookup
 
     context = BuildContext(pipeline={"runner": {}}, image_shape=(4, 4, 1), num_classes=3, class_names=["a", "b", "c"])
     classifier = lookup("modeler", "image_classification").builder({"type": "image_classification"}, context)

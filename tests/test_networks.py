@@ -12,9 +12,9 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
-from dsl.registry import lookup
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import lookup
 
 tf = pytest.importorskip("tensorflow")
 

@@ -13,7 +13,7 @@ import pytest
 
 from backends.ps import ParameterServerBackend, read_tf_config
 from backends.select import select_backend
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 from e2e_support import DSLRUN, ENV
 
@@ -90,7 +90,7 @@ def test_evaluator_role_acts_as_one_local_process() -> None:
 
 
 def test_schema_checks_runner_ps() -> None:
-    from dsl.schema import pipeline_schema
+    from dsl.language.schema import pipeline_schema
 
     runner = pipeline_schema()["$defs"]["runner"]["properties"]["ps"]
     assert runner["properties"]["mode"]["enum"] == ["cluster", "central_storage"]

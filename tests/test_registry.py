@@ -5,7 +5,7 @@ import pkgutil
 
 import pytest
 
-from dsl.registry import KINDS, Component, RegistryError, components, is_component_module, lookup, register
+from dsl.language.registry import KINDS, Component, RegistryError, components, is_component_module, lookup, register
 
 
 def test_every_registered_type_has_a_builder_and_a_described_schema() -> None:
@@ -68,8 +68,8 @@ def test_every_inputter_lists_its_examples_for_validate_data() -> None:
 
 
 def test_every_callback_takes_a_priority_added_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsl import registry
-    from dsl.callbacks.base import PRIORITY_PARAM
+    from dsl.language.priorities import PRIORITY_PARAM
+    from dsl.language import registry
 
     assert all(c.params["priority"] is PRIORITY_PARAM and list(c.params)[-1] == "priority" for c in components("callback"))
     monkeypatch.setitem(registry._REGISTRY, "callback", dict(registry._REGISTRY["callback"]))

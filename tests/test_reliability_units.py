@@ -18,7 +18,7 @@ from e2e_support import ENV
 
 PLUGIN = '''\
 """A third-party component: a network type dslrun does not ship."""
-from dsl.registry import register
+from dsl.language.registry import register
 
 MARKER = __import__("os").environ.get("PLUGIN_MARKER")
 if MARKER:
@@ -155,7 +155,7 @@ def test_a_bad_plugin_is_one_line_naming_it(tmp_path: Path, plugin_dir: Path) ->
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text(PIPELINE.format(network="mlp", run=tmp_path / "run"))
     (plugin_dir / "clash.py").write_text(
-        "from dsl.registry import register\n"
+        "from dsl.language.registry import register\n"
         "@register('network', 'mlp', params={}, description='x')\ndef build(p, c):\n    pass\n")
     (plugin_dir / "broken.py").write_text("raise RuntimeError('boom')\n")
     for module, expected in (("not_a_module_xyz", "no module named 'not_a_module_xyz'"),

@@ -8,9 +8,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from backends._sync_batch_norm import convert_batch_norm
-from dsl.context import BuildContext
 from dsl.engine.replicas import reconcile, replica_local_variables
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 from dsl.networks import resnet_cifar, simple_cnn
 
 

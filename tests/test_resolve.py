@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl.resolve import resolve
+from dsl.language.resolve import resolve
 
 
 def write(directory: Path, name: str, text: str) -> Path:
@@ -185,7 +185,7 @@ def test_set_values_are_not_substituted(tmp_path: Path) -> None:
 
 
 def test_extends_only_names_yaml_files(tmp_path) -> None:
-    from dsl.pipeline import check_pipeline
+    from dsl.language.pipeline import check_pipeline
 
     secret = tmp_path / "secret.txt"
     secret.write_text("password: hunter2\n")

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from dsl.callbacks.base import Callback
-from dsl.pipeline import load_pipeline
+from dsl.engine.hooks import Callback
+from dsl.language.pipeline import load_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ runner:
 
 
 def make_runner(run: Path, epochs: int, extra_callbacks: tuple[Callback, ...] = ()) -> Any:
-    from dsl.engine.launch import build_runner
+    from dsl.commands._training import build_runner
 
     path = run.parent / f"{run.name}.yaml"
     path.write_text(PIPELINE.format(run=run, epochs=epochs))

@@ -1,4 +1,4 @@
-"""dsl/scaling.py: what inputter.batch_size and the learning rate become on N replicas (no TensorFlow)."""
+"""dsl/distributed/scaling.py: what inputter.batch_size and the learning rate become on N replicas (no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from typing import Any
 
 import pytest
 
-from dsl.errors import DslError
-from dsl.scaling import scaling_for
+from dsl.distributed.scaling import scaling_for
+from dsl.language.errors import DslError
+from dsl.modelers._optimizers import fill_optimizer
 
 
 def pipeline(batch: int = 64, optimizer: str = "momentum", **runner: Any) -> dict[str, Any]:
-    return {"inputter": {"batch_size": batch}, "modeler": {"optimizer": {"type": optimizer}}, "runner": runner}
+    """A pipeline as the language resolves it: the optimizer's defaults filled."""
+    return {"inputter": {"batch_size": batch}, "modeler": {"optimizer": fill_optimizer({"type": optimizer})},
+            "runner": runner}
 
 
 def test_default_keeps_the_global_batch_and_the_rate() -> None:
@@ -100,7 +103,8 @@ def test_asynchronous_workers_lower_the_momentum_by_the_momentum_their_asynchron
     """N asynchronous workers act as an implicit momentum of 1 - 1/N (Mitliagkas et al. 2016): the
     optimizer's momentum is lowered by it, to no less than 0; adaptive optimizers' betas are left."""
     def momentum(workers: int, optimizer: dict[str, Any], **runner: Any) -> tuple[float | None, str]:
-        scaling = scaling_for({"inputter": {"batch_size": 32}, "modeler": {"optimizer": optimizer}, "runner": runner},
+        resolved = {"inputter": {"batch_size": 32}, "modeler": {"optimizer": fill_optimizer(optimizer)}, "runner": runner}
+        scaling = scaling_for(resolved,
                               1, asynchronous_workers=workers)
         return scaling.momentum, scaling.describe(0.1)
 

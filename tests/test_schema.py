@@ -12,10 +12,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from schema_agreement import assert_agrees
 
-from dsl import registry
-from dsl.catalogue_doc import render_markdown
-from dsl.pipeline import check_pipeline, dump_pipeline, load_pipeline
-from dsl.schema import pipeline_schema, schema_text, validator
+from dsl.language import registry
+from dsl.language.catalogue_doc import render_markdown
+from dsl.language.pipeline import check_pipeline, dump_pipeline, load_pipeline
+from dsl.language.schema import pipeline_schema, schema_text, validator
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 from PIL import Image
 
-from dsl.context import BuildContext
 from dsl.datasets.synthetic_segmentation import SegmentationSpec, write
-from dsl.errors import DslError
 from dsl.inputters._pipeline import explain_data_error
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 from dsl.modelers._mask_records import palette
 
 from e2e_support import DSLRUN, ENV, dslrun, sigkill_when

@@ -221,7 +221,7 @@ def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path
 # Every pipeline as shipped, runner.divergence stopping a diverging run. cnn_iters' nesterov 0.05
 # at batch 16 without warmup from two asynchronous workers once exploded here (train loss 3.2 -> 33
 # -> 53) and ran with the guard warning only; with the rate divided by the workers (runner.
-# async_lr_scaling: staleness, dsl/scaling.py) its train loss at step 8 was 10-16 in 3 runs
+# async_lr_scaling: staleness, dsl/distributed/scaling.py) its train loss at step 8 was 10-16 in 3 runs
 # (32-36 at the written rate, which did not trip the guard in those runs either).
 @pytest.mark.parametrize(("name", "launcher"), matrix(*((n, "ps") for n in sorted(SHRINK) if n not in FINE_TUNES)))
 def test_parameter_server_cluster(name: str, launcher: str, data: dict[str, Path], tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`sync_batch_norm: auto` (dsl/sync_batch_norm.py): the decision, and the switchable layers an
+"""`sync_batch_norm: auto` (dsl/distributed/sync_batch_norm.py): the decision, and the switchable layers an
 elastic run re-decides with (backends/_sync_batch_norm.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dsl.sync_batch_norm import SMALL_BATCH, decide
+from dsl.distributed.sync_batch_norm import SMALL_BATCH, decide
 
 SWITCH = "horovod.sync_batch_norm"
 
@@ -45,7 +45,7 @@ def test_switchable_layers_switched_off_normalise_like_plain_batch_norm() -> Non
     pytest.importorskip("tensorflow")
     pytest.importorskip("horovod.tensorflow")
     from backends._sync_batch_norm import convert_batch_norm, horovod_switchable, set_synchronised
-    from dsl.context import BuildContext
+    from dsl.language.context import BuildContext
     from dsl.networks import simple_cnn
 
     context = BuildContext(pipeline={}, image_shape=(8, 8, 3), num_classes=3)

@@ -22,11 +22,11 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from dsl.context import BuildContext, Placement
 from dsl.datasets.synthetic_text import TextSpec, class_phrase, generate, write
-from dsl.errors import DslError
 from dsl.inputters._text import VOCABULARY_FILE
-from dsl.registry import lookup
+from dsl.language.context import BuildContext, Placement
+from dsl.language.errors import DslError
+from dsl.language.registry import lookup
 
 from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, kill_group, sigkill_when
 
@@ -487,8 +487,8 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path: Path, data: Path) -> No
 RANK_VOCABULARY = """\
 import hashlib, json, sys
 import horovod.tensorflow as hvd
-from dsl.context import BuildContext, Placement
-from dsl.registry import lookup
+from dsl.language.context import BuildContext, Placement
+from dsl.language.registry import lookup
 
 hvd.init()
 context = BuildContext(pipeline={{}}, model_dir=__import__("pathlib").Path(sys.argv[1]),

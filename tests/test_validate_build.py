@@ -28,7 +28,7 @@ runner: {max_epochs: 1, model_dir: RUNS/tiny}
 
 # A user's own network, as a plugin: per-pixel scores where the classification modeler wants one per image.
 PLUGIN = """\
-from dsl.registry import register
+from dsl.language.registry import register
 
 
 @register("network", "pixel_scores", params={}, description="per-pixel scores", batch=("image", "class"))
@@ -71,7 +71,7 @@ def test_a_shape_error_is_one_located_line_at_the_network(tmp_path: Path) -> Non
 # A user's own detector, as a plugin: one anchor per cell of one level, where the modeler matches the
 # boxes against the anchors of the network section (here the defaults: 9 per cell on three levels).
 DETECTOR_PLUGIN = """\
-from dsl.registry import register
+from dsl.language.registry import register
 
 
 @register("network", "one_anchor_detector", params={}, description="one anchor per cell", batch=("image", "boxes"))

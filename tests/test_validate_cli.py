@@ -9,10 +9,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dsl import registry
-from dsl.catalogue_doc import render_markdown
 from dsl.cli import main
-from dsl.schema import schema_text
+from dsl.language import registry
+from dsl.language.catalogue_doc import render_markdown
+from dsl.language.schema import schema_text
 
 
 def require(kind: str, *names: str) -> None:
@@ -455,12 +455,12 @@ def test_a_run_of_former_callback_names_warns_and_builds_the_new_ones(
     import sys
     import types
 
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     def build_runner(pipeline: dict, **_: object) -> None:
         raise DslError("engine got " + ", ".join(c["type"] for c in pipeline["callbacks"]))
 
-    monkeypatch.setitem(sys.modules, "dsl.engine.launch", types.SimpleNamespace(build_runner=build_runner))
+    monkeypatch.setitem(sys.modules, "dsl.commands._training", types.SimpleNamespace(build_runner=build_runner))
     result = run("run", str(old_pipeline(tmp_path)))
     assert result.stderr.count("is now called") == 5
     assert result.stderr.splitlines()[-1] == "dslrun: error: engine got checkpoint, progress, " + ", ".join(OLD_NAMES.values())

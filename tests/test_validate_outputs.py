@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from dsl.cli import main
-from dsl.outputs import produced
-from dsl.pipeline import load_pipeline
+from dsl.language.outputs import produced
+from dsl.language.pipeline import load_pipeline
 
 BASE = """\
 version: 1
@@ -155,7 +155,7 @@ def test_schedules_that_fit_or_cannot_be_known_without_data_pass(tmp_path: Path)
 @pytest.mark.slow
 def test_declared_outputs_are_what_a_run_produces(tmp_path: Path) -> None:
     """The registry's declaration and the loop agree: a tiny run's phase outputs, name for name."""
-    from dsl.engine.launch import build_runner
+    from dsl.commands._training import build_runner
 
     text = edit("  type: image_classification\n", "  type: image_classification\n  top_k: [2]\n")
     text = text.replace("max_epochs: 2", f"max_epochs: 1\n  model_dir: {tmp_path / 'run'}")

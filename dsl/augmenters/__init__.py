@@ -1,1 +1,1 @@
-"""Augmenters components: one module per registered type (see dsl.registry)."""
+"""Augmenters components: one module per registered type (see dsl.language.registry)."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.errors import DslError
-from dsl.sections import fixed_array
+from dsl.language.errors import DslError
+from dsl.language.sections import fixed_array
 
 PHOTOMETRIC_PARAMS: dict[str, dict[str, Any]] = {
     "brightness": {

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
-from dsl.context import BuildContext
 from dsl.engine.contracts import Augmenter
-from dsl.registry import register
-from dsl.rules import checked
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
+from dsl.language.rules import checked
 
 PARAMS: dict[str, dict[str, Any]] = {
     "padding": {

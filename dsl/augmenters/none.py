@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Augmenter
-from dsl.registry import register
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 
 
 class Identity:

@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.augmenters._photometric import PHOTOMETRIC_PARAMS, Photometric, check_contrast
-from dsl.context import BuildContext
 from dsl.engine.contracts import Augmenter
-from dsl.errors import DslError
-from dsl.registry import register
-from dsl.rules import Declared, Problem, checked
-from dsl.sections import fixed_array
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import Declared, Problem, checked
+from dsl.language.sections import fixed_array
 
 PARAMS: dict[str, dict[str, Any]] = {
     "min_scale": {

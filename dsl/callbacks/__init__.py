@@ -1,1 +1,1 @@
-"""Callbacks components: one module per registered type (see dsl.registry)."""
+"""Callbacks components: one module per registered type (see dsl.language.registry)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 
 def every_n_iters_param(default: int | None, what: str, unit: str = "train steps") -> dict[str, Any]:

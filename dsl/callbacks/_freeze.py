@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import tensorflow as tf
 
 from dsl.callbacks._pretrained import variable_name
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 from dsl.networks import mark_frozen
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dsl.errors import DslError
-from dsl.registry import PHASE_OUTPUT_FORMAT
+from dsl.language.errors import DslError
+from dsl.language.registry import PHASE_OUTPUT_FORMAT
 
 # Outputs whose name contains one of these grow when the model improves (Keras' `auto` rule,
 # widened to the usual classification metrics).
@@ -17,7 +17,7 @@ _HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "precision", "recall", "f1", "iou
 
 
 def monitor_param(default: str, purpose: str) -> dict[str, Any]:
-    """A parameter naming a phase output; its format lets `dslrun validate` check the name (dsl.outputs)."""
+    """A parameter naming a phase output; its format lets `dslrun validate` check the name (dsl.language.outputs)."""
     return {
         "description": f"{purpose}, written <phase>/<output>, e.g. val/accuracy, val/loss or train/loss.",
         "type": "string",

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 Pair = tuple[tf.Variable, np.ndarray]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, format_value, iter_position, output, phase_position
-from dsl.callbacks.base import Callback
+from dsl.engine.hooks import Callback
 
 # What the `progress` bar shows of a train phase, live and at its end.
 BAR_OUTPUTS = ("loss", "accuracy")

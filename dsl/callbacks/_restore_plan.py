@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from dsl.callbacks._pretrained import variable_name
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 from dsl.networks import GROUPS, head_layer_names, head_variable_names
 
 _SHOWN = 6  # names listed in full before "... (N in all)"

@@ -10,10 +10,10 @@ import math
 from typing import Any
 
 from dsl.callbacks._common import format_value, format_values, phase_position, save_checkpoint
-from dsl.callbacks.base import Callback
-from dsl.context import BuildContext
-from dsl.registry import register
-from dsl.scaling import warmup_steps
+from dsl.distributed.scaling import warmup_steps
+from dsl.engine.hooks import Callback
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 
 
 def _count(variables: list[Any]) -> int:
@@ -22,7 +22,7 @@ def _count(variables: list[Any]) -> int:
 
 def _scaling(runner: Any) -> str:
     """Global batch, learning rate and warmup at this world size: what moving a pipeline to N
-    ranks changed, said where the run starts (dsl/scaling.py)."""
+    ranks changed, said where the run starts (dsl/distributed/scaling.py)."""
     base = runner.modeler.params["optimizer"]["learning_rate"]
     text = runner.scaling.describe(base)
     warmup = warmup_steps(runner.pipeline, runner.steps_per_epoch)

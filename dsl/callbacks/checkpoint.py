@@ -14,10 +14,9 @@ from typing import Any
 
 from dsl.callbacks._common import Cadence, format_value, save_checkpoint
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
-from dsl.callbacks.base import Callback
-from dsl.context import BuildContext
-from dsl.errors import DslError
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 
 
 @register(
@@ -110,7 +109,7 @@ class Checkpoint(Callback):
 
         A fresh run (e.g. `--no-resume`) starts its own best, replacing best/ at its first val.
         """
-        from dsl.callbacks._best import read_best
+        from dsl.engine.best import read_best
 
         record = read_best(Path(runner.model_dir))
         if record and self._same_monitor(record):
@@ -147,7 +146,7 @@ class Checkpoint(Callback):
         value = self.best_monitor.value(runner)
         if value is None or not self.best_monitor.is_improvement(value, self.best_value):
             return
-        from dsl.callbacks._best import write_best
+        from dsl.engine.best import write_best
 
         self.best_value = value
         record = {
@@ -160,25 +159,3 @@ class Checkpoint(Callback):
         path = write_best(Path(runner.model_dir), runner.model, record)
         runner.print(f"new best {self.best_monitor.name} {format_value(value)} at step {runner.step}: {path}")
 
-
-# What the engine needs of the best model (`--checkpoint best`, a restore of best/ckpt-N):
-# public here, the files themselves are _best.py's.
-def best_model_dir(model_dir: Path) -> str:
-    """model_dir/best, or an error saying how a run gets one."""
-    from dsl.callbacks._best import BEST_DIR, read_best
-
-    read_best(model_dir)  # finishes a swap of best/ that a crash interrupted
-    best = model_dir / BEST_DIR
-    if not (best / "checkpoint").is_file():
-        raise DslError(
-            f"--checkpoint best: {model_dir} has no best model ({best} does not exist); the checkpoint "
-            "callback keeps one with save_best, e.g. {type: checkpoint, save_best: {monitor: val/accuracy}}"
-        )
-    return str(best)
-
-
-def best_record(prefix: str) -> dict[str, Any] | None:
-    """The best.json beside checkpoint `prefix` when it describes that checkpoint (step, epoch, value)."""
-    from dsl.callbacks._best import record_of
-
-    return record_of(prefix)

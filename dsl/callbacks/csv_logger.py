@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 _FIRST_COLUMNS = ["mode", "epoch", "step"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from dsl.callbacks._common import format_value
 from dsl.callbacks._monitor import MODE_PARAM, Monitor, monitor_param
-from dsl.callbacks.base import Callback
-from dsl.context import BuildContext
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 
 
 @register(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dsl.callbacks.base import Callback
-from dsl.context import BuildContext
-from dsl.errors import DslError
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
 
 
 def _compile(patterns: list[str], key: str) -> list[re.Pattern[str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dsl.callbacks._common import every_n_iters_param
 from dsl.callbacks._reporters import TrainValueReporter, ValValueReporter
-from dsl.registry import register
+from dsl.language.registry import register
 
 
 @register(

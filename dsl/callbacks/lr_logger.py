@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param
-from dsl.callbacks.base import Callback
 from dsl.callbacks.summary import write_scalars
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 
 def current_learning_rate(runner: Any) -> float:

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 PARENT_ENV = "DSLRUN_MLFLOW_PARENT_RUN_ID"
 _MAX_VALUE = 500  # MLflow refuses longer parameter values on some stores
@@ -87,7 +87,7 @@ class MlflowTracking(Callback):
         return str(stored["run_id"])
 
     def _new_run(self, runner: Any) -> str:
-        from dsl.pipeline import dump_pipeline
+        from dsl.language.pipeline import dump_pipeline
 
         name = self.params.get("experiment") or runner.pipeline.get("name") or "dslrun"
         experiment = self.client.get_experiment_by_name(name)

@@ -12,8 +12,8 @@ from typing import Any
 
 from dsl.callbacks._common import format_value, train_epoch
 from dsl.callbacks._reporters import BAR_OUTPUTS
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 _WIDTH = 24
 _SHOWN = BAR_OUTPUTS

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param, iter_position, phase_position
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 _WARMUP = {
     "description": "Calls of the run (in this mode) left out of the averages: the first one traces the graph.",

@@ -9,10 +9,10 @@ import time
 from typing import Any
 
 from dsl.callbacks._common import save_checkpoint
-from dsl.callbacks.base import Callback
-from dsl.context import BuildContext
-from dsl.errors import DslError
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
 
 
 @register(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.callbacks._common import Cadence, every_n_iters_param
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 
 def write_scalars(runner: Any, mode: str, prefix: str, values: dict[str, float]) -> None:

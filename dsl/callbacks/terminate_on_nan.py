@@ -10,8 +10,8 @@ import math
 from typing import Any
 
 from dsl.callbacks._common import output
-from dsl.callbacks.base import Callback
-from dsl.registry import register
+from dsl.engine.hooks import Callback
+from dsl.language.registry import register
 
 
 @register(

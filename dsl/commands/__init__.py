@@ -6,11 +6,10 @@ import importlib
 
 import click
 
-# What other modules use of the commands' shared code (the CLI's error handling, preflight's ssh), public here.
+# What the CLI uses of the commands' shared code (its error handling), public here.
 from dsl.commands._common import user_errors
-from dsl.commands._hosts import HostError, Ssh
 
-__all__ = ["COMMANDS", "HostError", "Ssh", "user_errors"]
+__all__ = ["COMMANDS", "user_errors"]
 
 # Module names under dsl.commands, in the order `dslrun --help` lists them.
 _MODULES = ("validate", "show", "schema", "list", "run", "launch", "sweep", "eval", "predict", "export", "data", "doctor")

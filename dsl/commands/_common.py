@@ -25,7 +25,7 @@ CHECKPOINT_HELP = (
 
 def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The resolved pipeline; every located error (and warning) on stderr, exit status 1 on errors."""
-    from dsl.pipeline import check_pipeline
+    from dsl.language.pipeline import check_pipeline
 
     resolved, diagnostics = check_pipeline(path, overrides)
     for diagnostic in diagnostics:
@@ -68,7 +68,7 @@ def user_errors(function: Callback) -> Callback:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dsl.errors import DslError, LocatedError
+        from dsl.language.errors import DslError, LocatedError
 
         try:
             return function(*args, **kwargs)

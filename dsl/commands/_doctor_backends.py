@@ -2,14 +2,14 @@
 
 Read from the facts `dslrun doctor` collected, so a user choosing between Horovod, the
 collective backend and parameter servers sees at once what works here before writing YAML.
-What each backend needs is declared by its registration (dsl.backend_registry, `doctor`).
+What each backend needs is declared by its registration (dsl.language.backend_registry, `doctor`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dsl import backend_registry
+from dsl.language import backend_registry
 
 
 def backend_support(facts: dict[str, Any]) -> dict[str, str | None]:

@@ -1,4 +1,4 @@
-"""`dslrun doctor --hosts`: the command-line side of dsl.preflight (table, problem lines, JSON)."""
+"""`dslrun doctor --hosts`: the command-line side of dsl.distributed.preflight (table, problem lines, JSON)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 import click
 
 from dsl.commands._common import load_or_exit
-from dsl.commands._hosts import HostError, Ssh, parse_hosts, parse_interfaces
+from dsl.distributed.hosts import HostError, Ssh, parse_hosts, parse_interfaces
 
 
 def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts_text: str,
           interfaces_text: str | None, ports_text: str | None, ssh: Ssh) -> int:
     """Run the preflight and print it; the exit status (1 when any host has a problem)."""
-    from dsl import preflight
+    from dsl.distributed import preflight
 
     hosts = parse_hosts(hosts_text, "--hosts", allow_slots=True)
     request = preflight.Request(hosts, ssh, interfaces=parse_interfaces(interfaces_text), ports=parse_ports(ports_text))

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dsl.commands._hosts import HostError, Ssh
 from dsl.commands._tasks import Task, plan_tasks
-from dsl.errors import DslError
+from dsl.distributed.hosts import HostError, Ssh
+from dsl.language.errors import DslError
 
 WRAPPER_SOURCE = Path(__file__).with_name("_remote_task.py")
 ALWAYS_FORWARDED = ("TF_CPP_MIN_LOG_LEVEL",)
@@ -74,7 +74,7 @@ def host_port(addr: str, port: int) -> str:
 def ask_hosts(ssh: Ssh, hosts: Sequence[str], counts: Counter[str], interfaces: Sequence[str], cwd: str,
               remove_on_first: Sequence[str]) -> dict[str, tuple[str, list[int]]]:
     """host -> (address, free ports); every host's problem raised together as one HostError list."""
-    from dsl.preflight import for_each_host, run_probe
+    from dsl.distributed.preflight import for_each_host, run_probe
 
     def ask(host: str) -> tuple[str, list[int]]:
         request = {"action": "ports", "cwd": cwd, "count": counts[host], "interfaces": bool(interfaces),

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl import backend_registry
-from dsl.backend_registry import BackendSpec, ClusterLaunch
+from dsl.language import backend_registry
+from dsl.language.backend_registry import BackendSpec, ClusterLaunch
 
 
 @dataclass

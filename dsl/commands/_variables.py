@@ -14,9 +14,9 @@ from typing import Any
 
 def variables_table(pipeline: dict[str, Any]) -> str:
     """The table of the network `pipeline` builds (text, one line per variable)."""
-    from dsl.context import Placement
+    from dsl.commands._training import single_process
     from dsl.engine.compiler import compile_pipeline, configure_tensorflow
-    from dsl.engine.launch import single_process
+    from dsl.language.context import Placement
     from dsl.networks import head_layer_names, head_variable_names
 
     pipeline = single_process(pipeline)

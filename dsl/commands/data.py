@@ -60,7 +60,7 @@ def synthetic(out: Path, num_train: int, num_val: int, num_classes: int, image_s
 @user_errors
 def cifar10(out: Path, archive: Path | None, keep_binary: bool, no_verify: bool, url: str, timeout: float, force: bool) -> None:
     """CIFAR-10 from its official binary tarball (MD5 checked): 50000 train and 10000 eval PNGs."""
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     _require_image_libraries()
     from dsl.datasets.cifar10 import Cifar10Request, prepare
@@ -152,7 +152,7 @@ def _say_written(out: Path, written: bool, counts: dict[str, int], items: str, w
 
 def _require_image_libraries() -> None:
     """numpy and Pillow come with the `train` extra; say so instead of a traceback."""
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     try:
         import numpy  # noqa: F401

@@ -8,7 +8,7 @@ tools/horovod-0.28.1-tf2.21.patch). Exits 1 when the stack cannot train: no Tens
 TensorFlow older than 2.16, or a tf.keras that is not Keras 2 (tf_keras) of the same release.
 
 `dslrun doctor --hosts hostA,hostB [PIPELINE]` checks the hosts of a job instead, over ssh
-(dsl.preflight): one table row per host, then one line per problem, exit 1 if any.
+(dsl.distributed.preflight): one table row per host, then one line per problem, exit 1 if any.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import click
 
 from dsl.commands._common import set_option
 from dsl.commands._doctor_backends import backend_support, describe, strategies
-from dsl.commands._hosts import make_ssh, ssh_options
+from dsl.distributed.hosts import make_ssh, ssh_options
 
 
 def _version(module: str) -> str | None:

@@ -33,17 +33,17 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     if timeout is not None and not watch:
         raise click.UsageError("--timeout only applies to --watch")
     pipeline = load_or_exit(path, overrides)
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     if watch:
-        from dsl.engine.launch import build_runner, single_process
+        from dsl.commands._training import build_runner, single_process
         from dsl.engine.watch import watch as watch_run
 
         runner = build_runner(single_process(pipeline))
         _require_data(runner, mode, DslError)
         sys.exit(watch_run(runner, mode=mode, timeout=timeout))
 
-    from dsl.engine.launch import restored_runner
+    from dsl.commands._training import restored_runner
 
     runner = restored_runner(pipeline, checkpoint)
     _require_data(runner, mode, DslError)

@@ -1,4 +1,4 @@
-"""`dslrun export FILE --out DIR [--force]`: a SavedModel with a serving signature per input kind (see dsl.serving)."""
+"""`dslrun export FILE --out DIR [--force]`: a SavedModel with a serving signature per input kind (see dsl.commands._serving)."""
 
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | N
     a text pipeline's `serving_default` takes `text` (string, N: raw text, tokenized with the
     run's vocabulary in the graph). The signatures are printed after the export.
     """
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     pipeline = load_or_exit(path, overrides)
     problem = out_problem(out, force)
     if problem:
         raise DslError(problem)
-    from dsl.engine.launch import restored_runner
-    from dsl.serving import export_saved_model
+    from dsl.commands._serving import export_saved_model
+    from dsl.commands._training import restored_runner
 
     runner = restored_runner(pipeline, checkpoint)
     signatures = export_saved_model(runner, out)

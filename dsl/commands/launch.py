@@ -1,7 +1,7 @@
 """`dslrun launch --backend ps|collective --workers N [--ps M] [--hosts A,B] FILE`: a whole cluster.
 
 The backends it can start are those whose registration declares a `ClusterLaunch`
-(dsl.backend_registry); the two built-in ones:
+(dsl.language.backend_registry); the two built-in ones:
 
 `--backend ps`: a parameter-server cluster (chief, N workers, M ps, optionally an evaluator).
 `--backend collective`: N training processes of TensorFlow's allreduce (a chief and N-1
@@ -42,10 +42,10 @@ from typing import IO, Any
 
 import click
 
-from dsl.backend_registry import either
 from dsl.commands._common import echo_err, load_or_exit, set_option
-from dsl.commands._hosts import Ssh, make_ssh, parse_hosts, parse_interfaces, ssh_options
 from dsl.commands._tasks import Task, backend_settings, cluster_launch, cluster_spec, launchable, plan_tasks
+from dsl.distributed.hosts import Ssh, make_ssh, parse_hosts, parse_interfaces, ssh_options
+from dsl.language.backend_registry import either
 
 _PR_SET_PDEATHSIG = 1
 REMOTE_KILL_SECONDS = 10.0
@@ -243,7 +243,7 @@ def _remote_tasks(path: str, overrides: tuple[str, ...], hosts: list[str], worke
                   env_vars: tuple[str, ...], ssh: Ssh) -> list[Task]:
     """The tasks placed on the hosts; a host that cannot take them ends the launch, named, before any starts."""
     from dsl.commands import _launch_hosts
-    from dsl.preflight import pipeline_files
+    from dsl.distributed.preflight import pipeline_files
 
     env = _launch_hosts.forwarded_env(pipeline_files(path), env_vars)
     try:

@@ -14,7 +14,7 @@ def command(kind: str | None, markdown: bool) -> None:
     KIND narrows the list to one section: pipeline, runner, inputter, augmenter, network,
     modeler or callback (plurals work too).
     """
-    from dsl import catalogue_doc
+    from dsl.language import catalogue_doc
 
     if markdown:
         if kind:
@@ -25,7 +25,7 @@ def command(kind: str | None, markdown: bool) -> None:
     if kind is not None:
         section = catalogue_doc.normalise_section(kind)
         if section is None:
-            from dsl.suggest import did_you_mean
+            from dsl.language.suggest import did_you_mean
 
             choices = catalogue_doc.SECTIONS
             raise click.BadParameter(

@@ -37,13 +37,13 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
     Every INPUT is checked before any prediction: each missing or broken file is one line,
     `dslrun: error: cannot read image PATH: REASON`, and exit status 1.
     """
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     if not inputs and not texts:
         raise DslError("name at least one INPUT file (or --text TEXT for a text pipeline)")
     pipeline = load_or_exit(path, overrides)
     _check_inputs(inputs, pipeline)
-    from dsl.engine.launch import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
+    from dsl.commands._training import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
 
     runner = restored_runner(pipeline, checkpoint)
     import tensorflow as tf  # only after dsl.engine, or TensorFlow prints its oneDNN / CPU-feature lines
@@ -68,7 +68,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
 def _check_inputs(inputs: tuple[str, ...], pipeline: dict[str, object]) -> None:
     """Exit with one line per INPUT that is missing or clearly unreadable, before TensorFlow
     starts: an image inputter's files must look like images, a text inputter's be UTF-8 text."""
-    from dsl.registry import lookup
+    from dsl.language.registry import lookup
 
     inputter = pipeline["inputter"]
     component = lookup("inputter", inputter["type"]) if isinstance(inputter, dict) else None

@@ -21,9 +21,9 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     if no_resume and resume_from:
         raise click.UsageError("--no-resume and --resume-from contradict each other; give one")
     pipeline = load_or_exit(path, overrides)
-    from dsl.engine.launch import build_runner
+    from dsl.commands._training import build_runner
     from dsl.engine.rundir import write_pipeline
-    from dsl.pipeline import dump_pipeline
+    from dsl.language.pipeline import dump_pipeline
 
     runner = build_runner(pipeline, resume=not no_resume, resume_from=resume_from)
     owner = runner.placement.is_chief and runner.backend.trains()

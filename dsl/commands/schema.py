@@ -19,7 +19,7 @@ def command(output: str | None) -> None:
     The text is stable (sorted keys, indent 2): `dslrun schema -o schemas/pipeline.schema.json`
     regenerates the committed copy byte for byte.
     """
-    from dsl.schema import schema_text, write_schema
+    from dsl.language.schema import schema_text, write_schema
 
     if output:
         write_schema(output)

@@ -26,6 +26,6 @@ def command(path: str, overrides: tuple[str, ...], variables: bool) -> None:
 
         click.echo(variables_table(pipeline), nl=False)
         return
-    from dsl.pipeline import dump_pipeline
+    from dsl.language.pipeline import dump_pipeline
 
     click.echo(dump_pipeline(pipeline), nl=False)

@@ -26,7 +26,7 @@ def command(path: str, overrides: tuple[str, ...], status: bool) -> None:
     resumes. Exit status: 0 done, 1 an error or max_failed_trials reached, 130 interrupted.
     """
     pipeline = load_or_exit(path, overrides)
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     if not isinstance(pipeline.get("sweep"), dict):
         raise DslError(f"{path} has no sweep: section; add one (parameters, metric, ...), or a sweep file that "

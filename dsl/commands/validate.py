@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from dsl.commands._common import set_option
-from dsl.diagnostics import Diagnostic
+from dsl.language.diagnostics import Diagnostic
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -105,7 +105,7 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
            build: bool = False) -> list[Diagnostic]:
     """The diagnostics of one file; with a `world_size`, of its data too (its split reports go to `summaries`);
     with `build`, of its network built and traced on zeros."""
-    from dsl.pipeline import check_pipeline_with_sources
+    from dsl.language.pipeline import check_pipeline_with_sources
 
     resolved, diagnostics, sources = check_pipeline_with_sources(name, overrides)
     if build and resolved is not None and sources is not None:
@@ -116,7 +116,7 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
         return diagnostics
     from dsl.commands._common import fail
     from dsl.data_check import check_data
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     try:
         found, splits, scaled = check_data(resolved, sources, world_size, {d.path for d in diagnostics})

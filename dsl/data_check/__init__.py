@@ -17,17 +17,17 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from dsl import registry
 from dsl.data_check.examples import Example, Problem, Split
 from dsl.data_check.images import ImageFacts, inspect_file
 from dsl.data_check.report import SplitReport, split_warnings, steps
 from dsl.data_check.scaling import ScalingReport, scaling_at, scaling_report
 from dsl.data_check.text import text_facts
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
-from dsl.errors import DslError
 from dsl.inputters import MODES, declared_modes
-from dsl.schedule_length import check_schedule_length
+from dsl.language import registry
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.errors import DslError
+from dsl.language.schedule_length import check_schedule_length
 
 # A text split with more than this share cut at sequence_length gets a warning.
 TRUNCATED = 0.1

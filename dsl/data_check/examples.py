@@ -1,6 +1,6 @@
 """What an inputter hands `dslrun validate --data`: its examples, one split at a time.
 
-An inputter registers `examples(params, mode) -> Split | None` (see `dsl.registry`); it
+An inputter registers `examples(params, mode) -> Split | None` (see `dsl.language.registry`); it
 lists its data as it would when built, without TensorFlow, and yields every example and
 every problem of the listing (a bad CSV row, a label out of range) instead of stopping at
 the first. The image files themselves are inspected by `dsl.data_check` afterwards; an
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsl.data_check.images import ImageFacts
-from dsl.diagnostics import Location
+from dsl.language.diagnostics import Location
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,8 @@ class SplitReport:
 
 def steps(report: SplitReport, inputter: dict[str, Any], world_size: int, batch_size: int | None = None) -> int:
     """Train steps per epoch (as the runner counts them), or batches per val/test pass on rank 0,
-    with `batch_size` per replica (dsl.scaling; None: inputter.batch_size)."""
-    from dsl.scaling import steps_per_epoch
+    with `batch_size` per replica (dsl.distributed.scaling; None: inputter.batch_size)."""
+    from dsl.distributed.scaling import steps_per_epoch
 
     if report.generated is not None:
         count = report.generated

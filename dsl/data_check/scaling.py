@@ -1,7 +1,7 @@
 """`dslrun validate --data --world-size N`: what N ranks make of the batch, the rate and the warmup.
 
-The same numbers the run's header prints (dsl/scaling.py), whether batch norm is synchronised
-and why (dsl/sync_batch_norm.py), known before any process starts, and the warnings a scaled
+The same numbers the run's header prints (dsl/distributed/scaling.py), whether batch norm is synchronised
+and why (dsl/distributed/sync_batch_norm.py), known before any process starts, and the warnings a scaled
 run deserves: a rate scaled up with less warmup than one process takes at the unscaled rate
 (the quickstart at 2 ranks diverged so, docs/benchmarks.md), a global batch that does not
 divide across the ranks, batch statistics of a few examples left unsynchronised. Pure Python.
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dsl import backend_registry
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
-from dsl.scaling import Scaling, ScalingError, asynchronous_workers_for, replicas_for, scaling_for, warmup_steps
-from dsl.sync_batch_norm import SMALL_BATCH, BatchNormSync, decide, normalises, switch_for
+from dsl.distributed.scaling import Scaling, ScalingError, asynchronous_workers_for, replicas_for, scaling_for, warmup_steps
+from dsl.distributed.sync_batch_norm import SMALL_BATCH, BatchNormSync, decide, normalises, switch_for
+from dsl.language import backend_registry
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
 
 
 @dataclass

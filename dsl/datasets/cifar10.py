@@ -32,7 +32,7 @@ from dsl.datasets.cifar10_format import (
     TRAIN_FILES,
     WIDTH,
 )
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 MD5 = "c32a1d4ab5d03f1284b67883e8d87530"

@@ -3,7 +3,7 @@ val step on zero-filled batches — what no rule list covers (a shape or dtype m
 the network, the augmenter and the modeler), found in seconds instead of after the data is read.
 
 Nothing is read and nothing is written: the data's facts are those the YAML declares
-(`dsl.rules.declare`: image shape, classes, sequence length, max_tokens as the vocabulary), the
+(`dsl.language.rules.declare`: image shape, classes, sequence length, max_tokens as the vocabulary), the
 batch is zeros of the shapes the inputter's `batch` words give, and no run directory is made.
 Each stage runs on its own, so an error is laid at the section that caused it: the augmenter
 on one example, the network on the augmented batch, the modeler's loss on its outputs, then a
@@ -20,14 +20,14 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.context import BuildContext
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
 from dsl.engine.compiler import build_section
 from dsl.engine.steps import make_train_call, make_val_call
-from dsl.errors import DslError, RegistryError
-from dsl.registry import lookup
-from dsl.rules import Declared, PartSpec, declare, example_spec
+from dsl.language.context import BuildContext
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.errors import DslError, RegistryError
+from dsl.language.registry import lookup
+from dsl.language.rules import Declared, PartSpec, declare, example_spec
 
 # A batch size small enough to be quick, large enough that batch statistics are defined.
 BATCH = 2
@@ -155,7 +155,7 @@ def _where(sources: SourceMap, path: JsonPath) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    from dsl.errors import clean_error
+    from dsl.language.errors import clean_error
 
     text = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
     line = clean_error(text or type(exc).__name__)

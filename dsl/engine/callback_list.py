@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dsl import registry
-from dsl.callbacks.base import Callback, sort_callbacks
 from dsl.engine.contracts import RunnerView
-from dsl.errors import RegistryError
+from dsl.engine.hooks import Callback, sort_callbacks
+from dsl.language import registry
+from dsl.language.errors import RegistryError
 
 #: Every hook point the loop calls, in the order of a run (a test checks each is called).
 POINTS = (

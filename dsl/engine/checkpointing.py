@@ -18,9 +18,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.context import Placement
 from dsl.engine.resume_state import sweep_states, write_state
-from dsl.errors import DslError
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 
 
 class Checkpoints:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsl.callbacks.base import Callback, sort_callbacks
-from dsl.context import BuildContext, Placement
 from dsl.engine.contracts import Augmenter, Inputter, Model, Modeler
-from dsl.registry import lookup
+from dsl.engine.hooks import Callback, sort_callbacks
+from dsl.language.context import BuildContext, Placement
+from dsl.language.registry import lookup
 
 
 @dataclass
@@ -95,7 +95,7 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
     `scope` (the backend's) is entered while the network and modeler create variables;
     `prepare_model` (the backend's) may replace the network's layers before anything uses it;
     `fresh_start` (`--no-resume`) tells the components not to read back what a former run left;
-    `batch_size` is this replica's batch (dsl.scaling; None: `inputter.batch_size`).
+    `batch_size` is this replica's batch (dsl.distributed.scaling; None: `inputter.batch_size`).
     """
     import contextlib
 

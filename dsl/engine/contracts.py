@@ -17,12 +17,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dsl.context import BuildContext, Placement
-from dsl.errors import DslError
+from dsl.language.context import BuildContext, Placement
+from dsl.language.errors import DslError
 
 if TYPE_CHECKING:
-    from dsl.scaling import Scaling
-    from dsl.sync_batch_norm import BatchNormSync
+    from dsl.distributed.scaling import Scaling
+    from dsl.distributed.sync_batch_norm import BatchNormSync
 
 Tensor = Any  # tf.Tensor
 Dataset = Any  # tf.data.Dataset
@@ -107,7 +107,7 @@ class Inputter(Protocol):
         over the examples before batching. `seed` may be an int64 scalar tensor: the loop
         builds every epoch inside one dataset (`tf.data` function), and an epoch must then
         be what the same int seed gives. `batch_size` is this replica's batch (the global
-        `inputter.batch_size` divided by the replicas, dsl.scaling); None: `inputter.batch_size`."""
+        `inputter.batch_size` divided by the replicas, dsl.distributed.scaling); None: `inputter.batch_size`."""
         ...
 
     def steps_per_epoch(self, batch_size: int | None, world_size: int) -> int | None:
@@ -254,7 +254,7 @@ class ElasticRunner(RunnerView, Protocol):
     @property
     def replica_state(self) -> ReplicaStateView: ...  # averaged before a commit
 
-    # A dsl.callbacks.base.Callback: named by Any, as callbacks import this module for RunnerView.
+    # A dsl.engine.hooks.Callback: named by Any, as callbacks import this module for RunnerView.
     def add_callback(self, callback: Any) -> None: ...
     def state_variables(self) -> list[Variable]: ...
     def position(self) -> dict[str, int]: ...

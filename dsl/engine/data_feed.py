@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsl.engine.contracts import Augmenter, Backend, Dataset, ExampleTransform, Inputter, Tensor
-from dsl.errors import DslError, clean_error
+from dsl.language.errors import DslError, clean_error
 
 
 def epoch_seed(seed: Any, epoch: Any) -> Any:

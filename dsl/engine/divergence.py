@@ -21,9 +21,9 @@ import math
 import sys
 from typing import Any
 
-from dsl.callbacks.base import Callback
+from dsl.distributed.scaling import Scaling, warmup_steps
 from dsl.engine.contracts import RunnerView
-from dsl.scaling import Scaling, warmup_steps
+from dsl.engine.hooks import Callback
 
 
 class DivergenceGuard(Callback):

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dsl.context import Placement
-from dsl.errors import DslError
+from dsl.language.context import Placement
+from dsl.language.errors import DslError
 
 SUMMED = "sum"
 GATHERED = "gather"

@@ -29,7 +29,7 @@ too (aggregation MEAN, sync on read).
 
 The average of unequal per-rank variances is not the variance of the whole batch; for
 small per-rank batches the backend's `sync_batch_norm` (on by default below 16 examples per
-replica, dsl/sync_batch_norm.py) computes the batch statistics over all ranks instead.
+replica, dsl/distributed/sync_batch_norm.py) computes the batch statistics over all ranks instead.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 When ranks leave or join, the batch of each rank changes (`runner.batch_scaling: none`: the
 global batch is divided anew) or the global batch does (`linear`: and with it the steps per
-epoch and the learning-rate scale) — the same policy at every size (dsl/scaling.py). The
+epoch and the learning-rate scale) — the same policy at every size (dsl/distributed/scaling.py). The
 position inside an epoch is therefore kept as a count of
 examples, and the schedule is rebuilt for the new world and shifted so that an
 epoch-based run continues at the same point of it instead of replaying or skipping decays.
@@ -14,10 +14,10 @@ from typing import Any
 
 import tensorflow as tf
 
+from dsl.distributed.scaling import scaling_for
 from dsl.engine.contracts import Backend, Inputter, Modeler
 from dsl.engine.run_state import World
-from dsl.errors import DslError
-from dsl.scaling import scaling_for
+from dsl.language.errors import DslError
 
 
 class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -57,7 +57,7 @@ def schedule_offset(by_epoch: bool, epoch: int, position: int, steps_per_epoch: 
 
 
 def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Backend, previous: World) -> World:
-    """The world at the backend's size now: the same policy at every size (dsl/scaling.py) —
+    """The world at the backend's size now: the same policy at every size (dsl/distributed/scaling.py) —
     a global batch divided anew, or a per-rank batch whose growth rescales the learning rate —
     and batch-norm synchronisation decided again for the new per-replica batch."""
     scaling = scaling_for(pipeline, backend.replicas_in_step(), backend.asynchronous_workers())
@@ -67,7 +67,7 @@ def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Backend, pr
 
 
 def resync_batch_norm(backend: Backend, model: Any, world: World) -> None:
-    """Batch-norm synchronisation decided again at the new size (dsl/sync_batch_norm.py): the
+    """Batch-norm synchronisation decided again at the new size (dsl/distributed/sync_batch_norm.py): the
     backend switches the layers it prepared, traced again with the step functions."""
     if world.batch_norm is None:
         return

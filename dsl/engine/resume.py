@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from dsl.callbacks.checkpoint import best_record
+from dsl.engine.best import best_record
 from dsl.engine.callback_list import CallbackList
 from dsl.engine.checkpointing import Checkpoints, holds_training_state
 from dsl.engine.contracts import Backend, RunnerView
@@ -20,7 +20,7 @@ from dsl.engine.phases import plan_phases
 from dsl.engine.resume_state import read_state
 from dsl.engine.run_state import Restored, RunState
 from dsl.engine.rundir import read_done
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 ALL_PHASES = 1 << 30  # more val phases than any workflow runs at one position
 

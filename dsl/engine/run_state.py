@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast, overload
 
-from dsl.scaling import Scaling
-from dsl.sync_batch_norm import BatchNormSync
+from dsl.distributed.scaling import Scaling
+from dsl.distributed.sync_batch_norm import BatchNormSync
 
 T = TypeVar("T")
 

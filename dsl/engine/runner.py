@@ -22,7 +22,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.callbacks.base import Callback
+from dsl.distributed.scaling import Scaling
+from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine import resize, resume, stop_agreement
 from dsl.engine.callback_list import CallbackList
 from dsl.engine.checkpointing import Checkpoints, random_generators
@@ -30,6 +31,7 @@ from dsl.engine.compiler import CompiledPipeline, use_jit
 from dsl.engine.contracts import Backend, StepCall
 from dsl.engine.data_feed import DataFeed, explain_failure
 from dsl.engine.divergence import DivergenceGuard
+from dsl.engine.hooks import Callback
 from dsl.engine.metric_reduction import reduced_results
 from dsl.engine.phase_report import PhaseReport
 from dsl.engine.phases import Phase, due_phases, plan_phases
@@ -39,9 +41,7 @@ from dsl.engine.run_state import Read, RunState, World
 from dsl.engine.rundir import MetricsFile, clear_done, mark_done
 from dsl.engine.steps import phase_metrics
 from dsl.engine.summaries import SummaryWriters
-from dsl.errors import DslError
-from dsl.scaling import Scaling
-from dsl.sync_batch_norm import BatchNormSync
+from dsl.language.errors import DslError
 
 
 class Runner:
@@ -179,7 +179,7 @@ class Runner:
         another number the batches, steps per epoch and learning rate change (resize.py), the data
         is sharded anew, the schedule rebuilt and shifted, and the step functions traced again."""
         resized = self.placement.world_size != self.run_state.world.size
-        if resized:  # the same policy at the new size (dsl/scaling.py)
+        if resized:  # the same policy at the new size (dsl/distributed/scaling.py)
             self.run_state.world = resize.world_for(self.pipeline, self.inputter, self.backend, self.run_state.world)
             resize.resync_batch_norm(self.backend, self.model, self.run_state.world)
             self.data.batch_size, self.context.steps_per_epoch = self.batch_size, self.steps_per_epoch

@@ -12,7 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.context import Placement
+from dsl.language.context import Placement
 
 
 class SummaryWriters:

@@ -1,4 +1,4 @@
-"""Inputters components: one module per registered type (see dsl.registry)."""
+"""Inputters components: one module per registered type (see dsl.language.registry)."""
 
 # What other packages use of the inputters' shared code (validate --data, predict), public here.
 from dsl.inputters._common import MODES, declared_modes

@@ -257,7 +257,7 @@ def detection_params() -> dict[str, dict[str, Any]]:
 
 def class_names_of(params: dict[str, Any]) -> list[str] | None:
     """`classes`, checked against `num_classes` (the same rule `dslrun validate` applies)."""
-    from dsl.errors import DslError
+    from dsl.language.errors import DslError
 
     names = params.get("classes")
     if names is not None and len(names) != params["num_classes"]:
@@ -270,8 +270,8 @@ def class_names_of(params: dict[str, Any]) -> list[str] | None:
 def listed_images(params: dict[str, Any], mode: str, layout: str) -> Iterator[ImageBoxes | BoxProblem | str]:
     """Every image of `mode`'s files (`layout` 'csv' or 'coco'), every bad row or annotation, and
     a string for a problem of the setting itself (a missing file: reported at inputter.<mode>)."""
-    from dsl.errors import DslError
     from dsl.inputters._common import as_list, existing_dir, existing_file
+    from dsl.language.errors import DslError
 
     key = f"inputter.{mode}"
     for value in as_list(params.get(mode)):
@@ -299,8 +299,8 @@ def _nonempty(items: Iterator[ImageBoxes | BoxProblem], value: str, key: str) ->
 
 def read_sources(params: dict[str, Any], layout: str) -> dict[str, list[ImageBoxes]]:
     """The images of every declared mode; the first problem found is raised as a located DslError."""
-    from dsl.errors import DslError
     from dsl.inputters._common import MODES
+    from dsl.language.errors import DslError
 
     class_names_of(params)
     listings: dict[str, list[ImageBoxes]] = {}

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsl.errors import DslError
-from dsl.sections import fixed_array
+from dsl.language.errors import DslError
+from dsl.language.sections import fixed_array
 
 MODES = ("train", "val", "test")
 

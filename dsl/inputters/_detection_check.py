@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from dsl.data_check.examples import Example, Problem, Split
-from dsl.diagnostics import Location
 from dsl.inputters._box_listing import BoxProblem, ImageBoxes, class_names_of, listed_images
 from dsl.inputters._common import as_list
+from dsl.language.diagnostics import Location
 
 # A box whose side is below this share of the smallest anchor side (or above its inverse times
 # the largest) overlaps every anchor with an IoU under 0.5.

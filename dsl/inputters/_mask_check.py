@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dsl.data_check.examples import Example, Problem
-from dsl.diagnostics import Location
+from dsl.language.diagnostics import Location
 
 
 def mask_examples(rows: Iterable[Any], params: dict[str, Any]) -> Iterator[Example | Problem]:

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from dsl.errors import DslError, clean_error
+from dsl.distributed.scaling import steps_per_epoch
 from dsl.inputters._common import MODES, Listing
 from dsl.inputters._files import SIGNATURES, header_problem
-from dsl.scaling import steps_per_epoch
+from dsl.language.errors import DslError, clean_error
 
 AUTOTUNE = tf.data.AUTOTUNE
 ASSERT_MARKER = "dslrun-data-error"

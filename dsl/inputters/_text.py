@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsl.errors import DslError
 from dsl.inputters._common import COMMON_PARAMS
+from dsl.language.errors import DslError
 
 VOCABULARY_FILE = "vocabulary.json"
 STANDARDIZE = ("lower_and_strip_punctuation", "lower", "strip_punctuation", "none")

@@ -22,11 +22,11 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
 from dsl.inputters._pipeline import AUTOTUNE, BaseInputter, remember_listings
 from dsl.inputters._serving import ServingInput
 from dsl.inputters._text import VOCABULARY_FILE, TextSplit, decoded, load_vocabulary, save_vocabulary, vocabulary_settings
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 
 # Texts vectorised per call when the inputter is built (bounds the memory of one call).
 CHUNK = 4096

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.datasets.cifar10_format import (
     BINARY_FOLDER,
     CHANNELS,
@@ -26,14 +25,15 @@ from dsl.datasets.cifar10_format import (
     WIDTH,
 )
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
     existing_dir,
     image_shape_param,
     with_defaults,
 )
-from dsl.registry import register
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
 
 
 def facts(params: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 def _records(folder: Path, names: tuple[str, ...]) -> Iterator[Any]:
     from dsl.data_check.examples import Example, Problem
     from dsl.data_check.images import ImageFacts, digest_of
-    from dsl.diagnostics import Location
+    from dsl.language.diagnostics import Location
 
     for name in names:
         path = folder / name

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
 from dsl.inputters._box_listing import detection_params
 from dsl.inputters._common import source_params, with_defaults
-from dsl.registry import register
-from dsl.rules import one_per_class
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
+from dsl.language.rules import one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a COCO annotations JSON file", {"type": "string", "minLength": 1}),

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
     MODES,
@@ -32,7 +30,9 @@ from dsl.inputters._common import (
     source_params,
     with_defaults,
 )
-from dsl.registry import register
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a CSV file of `path,label` rows", {"type": "string", "minLength": 1}),
@@ -161,7 +161,7 @@ def _row_problem(row: list[str], num_classes: int) -> str | None:
 
 def _csv_examples(values: list[str], key: str, params: dict[str, Any]) -> Iterator[Any]:
     from dsl.data_check.examples import Example, Problem
-    from dsl.diagnostics import Location
+    from dsl.language.diagnostics import Location
 
     for value in values:
         try:

@@ -14,9 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
     MODES,
@@ -30,8 +28,10 @@ from dsl.inputters._common import (
     source_params,
     with_defaults,
 )
-from dsl.registry import register
-from dsl.rules import one_per_class
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import one_per_class
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 
@@ -57,7 +57,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 def examples(params: dict[str, Any], mode: str) -> Any:
     """The examples of `mode` for `dslrun validate --data`, listed as `build` lists them."""
     from dsl.data_check.examples import Example, Problem, Split
-    from dsl.diagnostics import Location
+    from dsl.language.diagnostics import Location
 
     try:
         dirs = [existing_dir(v, f"inputter.{mode}") for v in as_list(params[mode])]

@@ -20,9 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
     MODES,
@@ -35,8 +33,10 @@ from dsl.inputters._common import (
     source_params,
     with_defaults,
 )
-from dsl.registry import register
-from dsl.rules import checked, one_per_class
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import checked, one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a CSV file of `image_path,mask_path` rows", {"type": "string", "minLength": 1}),
@@ -172,7 +172,7 @@ def _pair(csv_path: Path, line: int, row: list[str], missing_ok: bool) -> tuple[
 def _listed_rows(value: str, key: str, params: dict[str, Any]) -> Iterator[Any]:
     """(csv, line, (image, mask)) of every row of one CSV, or a Problem (validate --data goes on)."""
     from dsl.data_check.examples import Problem
-    from dsl.diagnostics import Location
+    from dsl.language.diagnostics import Location
 
     try:
         csv_path = _existing_csv(value, key)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
 from dsl.inputters._common import COMMON_PARAMS, MODES, image_shape_param, with_defaults
-from dsl.registry import register
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 
 DEFAULT_COUNTS = {"train": 1024, "val": 256, "test": 256}
 

@@ -22,9 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import MODES, as_list, check_num_classes, existing_file, source_params, with_defaults
 from dsl.inputters._text import (
     CLASSES_PARAM,
@@ -33,8 +31,10 @@ from dsl.inputters._text import (
     TextSplit,
     utf8_problem,
 )
-from dsl.registry import register
-from dsl.rules import one_per_class
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a UTF-8 CSV file with a header row", {"type": "string", "minLength": 1}),
@@ -71,8 +71,8 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     """`dslrun validate --data`: every text of `mode`'s CSVs (its class and a digest of it, for the
     class counts and the val texts copied from train) and every bad row, located."""
     from dsl.data_check.examples import Example, Problem, Split
-    from dsl.diagnostics import Location
     from dsl.inputters._text import text_digest, words
+    from dsl.language.diagnostics import Location
 
     p = with_defaults(params, PARAMS)
     values = as_list(p[mode])

@@ -16,9 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import MODES, as_list, check_num_classes, existing_dir, source_params, with_defaults
 from dsl.inputters._text import (
     CLASSES_PARAM,
@@ -27,8 +25,10 @@ from dsl.inputters._text import (
     TextSplit,
     decoded,
 )
-from dsl.registry import register
-from dsl.rules import one_per_class
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import one_per_class
 
 TEXT_EXTENSION = ".txt"
 
@@ -55,8 +55,8 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     """`dslrun validate --data`: the texts of `mode`'s folders as `build` lists them (class and
     digest each), each unreadable one a problem naming its file."""
     from dsl.data_check.examples import Example, Problem, Split
-    from dsl.diagnostics import Location
     from dsl.inputters._text import text_digest, words
+    from dsl.language.diagnostics import Location
 
     p = with_defaults(params, PARAMS)
     source = ", ".join(as_list(p[mode]))

@@ -13,9 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Inputter
-from dsl.errors import DslError
 from dsl.inputters._common import (
     COMMON_PARAMS,
     MODES,
@@ -26,7 +24,9 @@ from dsl.inputters._common import (
     source_params,
     with_defaults,
 )
-from dsl.registry import register
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a TFRecord file or glob pattern (e.g. data/train-*.tfrecord)", {"type": "string", "minLength": 1}),
@@ -63,8 +63,8 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 def _examples(files: list[Path], key: str, params: dict[str, Any]) -> Iterator[Any]:
     from dsl.data_check.examples import Example, Problem
     from dsl.data_check.images import inspect_bytes
-    from dsl.diagnostics import Location
     from dsl.inputters._example_proto import parse_features
+    from dsl.language.diagnostics import Location
 
     image_key, label_key, classes = params["image_key"], params["label_key"], params["num_classes"]
     for path in files:

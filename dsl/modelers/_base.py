@@ -13,8 +13,8 @@ import copy
 import re
 from typing import Any, ClassVar
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 from dsl.modelers._optimizers import fill_optimizer, optimizer_param
 from dsl.modelers._schedules import fill_schedule, schedule_param
 
@@ -76,7 +76,7 @@ class BaseModeler:
 
     def optimizer(self, steps_per_epoch: int | None, scale: float = 1.0, momentum: float | None = None) -> Any:
         """A fresh Keras optimizer driven by `learning_rate(steps_per_epoch, scale)`; `momentum`, when
-        given, replaces the section's (asynchronous workers lower it, dsl/scaling.py)."""
+        given, replaces the section's (asynchronous workers lower it, dsl/distributed/scaling.py)."""
         from dsl.modelers._optimizers import build_optimizer
 
         schedule = self.learning_rate(steps_per_epoch, scale)

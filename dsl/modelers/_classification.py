@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
 from dsl.modelers._class_keys import class_keys
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 from dsl.modelers._typed import REQUIRED, KeyTable, fill_typed, typed_param
 
 DEFAULT_SCHEDULE = "constant"

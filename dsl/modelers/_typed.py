@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 REQUIRED = "<required>"  # in a defaults table: the key must be given for that type
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import checked, one_per_class
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler, check_patterns
 from dsl.modelers._class_keys import class_keys
-from dsl.registry import register
-from dsl.rules import checked, one_per_class
 
 PARAMS: dict[str, dict[str, Any]] = {
     "class_weights": {

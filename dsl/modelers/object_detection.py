@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 from dsl.modelers._base import TRAINING_PARAMS, BaseModeler
-from dsl.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
     "matched_iou": {
@@ -106,7 +106,7 @@ class ObjectDetectionModeler(BaseModeler):
 
     def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
         from dsl.anchors import anchor_boxes, anchors_of
-        from dsl.errors import DslError
+        from dsl.language.errors import DslError
 
         super().__init__(params, context)
         if self.params["unmatched_iou"] > self.params["matched_iou"]:
@@ -147,7 +147,7 @@ class ObjectDetectionModeler(BaseModeler):
         COCOeval per train step would cost more than the step)."""
         if mode == "train":
             return {}
-        from dsl.errors import DslError
+        from dsl.language.errors import DslError
         from dsl.modelers._coco_metrics import detection_metrics
 
         try:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Modeler
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
+from dsl.language.rules import checked
 from dsl.modelers._base import check_patterns
 from dsl.modelers._classification import PARAMS, ClassificationModeler, outputs
-from dsl.registry import register
-from dsl.rules import checked
 
 
 @register(

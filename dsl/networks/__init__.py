@@ -1,4 +1,4 @@
-"""Networks components: one module per registered type (see dsl.registry)."""
+"""Networks components: one module per registered type (see dsl.language.registry)."""
 
 # Which layers are a network's head and backbone (fine-tuning's `skip`, `trainable`, the L2 of
 # frozen layers, `show --variables`): public here for the callbacks, modelers and commands.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dsl.context import BuildContext
+from dsl.language.context import BuildContext
 
 NUM_CLASSES_PARAM: dict[str, Any] = {
     "description": (

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 
 
 def segmentation_input(context: BuildContext, any_size: bool) -> Any:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
 
 EMBEDDING_DIM_PARAM: dict[str, Any] = {
     "description": "Size of each token's embedding vector.",

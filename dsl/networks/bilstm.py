@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 from dsl.networks._common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
 from dsl.networks._text import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
-from dsl.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,

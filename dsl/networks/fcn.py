@@ -22,16 +22,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import Declared, Problem, dotted
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._groups import declare_head
 from dsl.networks._segmentation import require_image_shape, segmentation_input
 from dsl.networks.keras_application import APPLICATIONS, load_weights, too_small, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
-from dsl.registry import register
-from dsl.rules import Declared, Problem, dotted
 
 PARAMS: dict[str, dict[str, Any]] = {
     "backbone": {

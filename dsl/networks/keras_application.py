@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import Declared, Problem, dotted
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
-from dsl.registry import register
-from dsl.rules import Declared, Problem, dotted
 
 # The model constructors of tf.keras.applications in TensorFlow 2.15 (a test keeps this in sync).
 APPLICATIONS = (

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 from dsl.networks._common import (
     DROPOUT_PARAM,
     NUM_CLASSES_PARAM,
@@ -18,7 +19,6 @@ from dsl.networks._common import (
     num_classes,
     with_defaults,
 )
-from dsl.registry import register
 
 ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid", "elu", "swish")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 from dsl.networks._common import NUM_CLASSES_PARAM, image_input, logits_layer, num_classes, with_defaults
-from dsl.registry import register
 
 DEPTHS = (20, 32, 44, 56, 110)
 STAGE_FILTERS = (16, 32, 64)

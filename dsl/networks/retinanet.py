@@ -30,15 +30,15 @@ import math
 from typing import Any
 
 from dsl.anchors import ANCHORS_PARAM, anchors_of, anchors_per_position
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import Declared, Problem
 from dsl.networks._common import with_defaults
 from dsl.networks._groups import declare_head
 from dsl.networks.keras_application import APPLICATIONS, load_weights, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
-from dsl.registry import register
-from dsl.rules import Declared, Problem
 
 SMALL = "small"
 APPLICATION_LEVELS = 5  # tf.keras.applications backbones end at stride 32
@@ -105,7 +105,7 @@ def check(params: dict[str, Any], image_shape: tuple[int, ...] | list[int] | Non
 
 
 def anchors_fit(section: dict[str, Any], declared: Declared) -> list[Problem]:
-    """`check` as a component rule (dsl.rules): anchors, levels and the declared image shape."""
+    """`check` as a component rule (dsl.language.rules): anchors, levels and the declared image shape."""
     shape = declared.image_shape
     return [Problem(tuple(setting.split(".")[1:]), message, declared.where.get("image_shape") if "image_shape" in message else None)
             for setting, message in check(section, shape)]

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
 from dsl.networks._common import (
     DROPOUT_PARAM,
     NUM_CLASSES_PARAM,
@@ -22,7 +23,6 @@ from dsl.networks._common import (
     num_classes,
     with_defaults,
 )
-from dsl.registry import register
 
 PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,

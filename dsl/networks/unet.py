@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.context import BuildContext
 from dsl.engine.contracts import Model
-from dsl.errors import DslError
+from dsl.language.context import BuildContext
+from dsl.language.errors import DslError
+from dsl.language.registry import register
+from dsl.language.rules import Declared, Problem, dotted
 from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
 from dsl.networks._segmentation import input_sizes, logits_layer, segmentation_input
-from dsl.registry import register
-from dsl.rules import Declared, Problem, dotted
 
 PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,

@@ -1,6 +1,6 @@
 """Sweeps: a pipeline's `sweep:` section and `dslrun sweep`, an Optuna study whose trials are dslrun runs.
 
-    language.py   the section's JSON Schema fragment (dsl.sections adds it to the pipeline's)
+    language.py   the section's JSON Schema fragment (dsl.language.sections adds it to the pipeline's)
     space.py      one parameter's space: what it can produce, how a trial draws from it
     checks.py     `dslrun validate`'s rules for the section (paths, values, metric, slots)
     plan.py       the section read into a `SweepPlan` (defaults, directory, storage)

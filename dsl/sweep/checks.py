@@ -14,10 +14,10 @@ import os
 import re
 from typing import Any
 
-from dsl import backend_registry
-from dsl.backend_registry import BackendSpec
-from dsl.diagnostics import Diagnostic, SourceMap, is_error
-from dsl.diagnostics import Path as JsonPath
+from dsl.language import backend_registry
+from dsl.language.backend_registry import BackendSpec
+from dsl.language.diagnostics import Diagnostic, SourceMap, is_error
+from dsl.language.diagnostics import Path as JsonPath
 from dsl.sweep.space import Space, override, read_spaces
 
 # Keys of a space that only some types read.
@@ -95,11 +95,11 @@ def _value_key(space: Space, value: Any) -> tuple[str | int, ...]:
 def _try_value(base: dict[str, Any], sources: SourceMap, path: str, value: Any) -> tuple[bool, list[Diagnostic]]:
     """(whether --set refuses the path itself, the errors of the pipeline with `path` set to `value` as a
     trial's --set sets it); no errors when it is valid."""
-    from dsl.checks import run_checks
-    from dsl.defaults import fill_defaults
-    from dsl.resolve import Tree, apply_overrides
-    from dsl.schema import allowed_keys
-    from dsl.schema_errors import validate_tree
+    from dsl.language.checks import run_checks
+    from dsl.language.defaults import fill_defaults
+    from dsl.language.resolve import Tree, apply_overrides
+    from dsl.language.schema import allowed_keys
+    from dsl.language.schema_errors import validate_tree
 
     tree = Tree(copy.deepcopy(base), SourceMap(sources.entries, sources.root))
     apply_overrides(tree, [override(path, value)], allowed_keys)
@@ -134,7 +134,7 @@ def _drop_defaults(tree: dict[str, Any], parent: JsonPath, sources: SourceMap) -
 
 
 def _check_metric(sweep: dict[str, Any], pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    from dsl.outputs import check_output_name
+    from dsl.language.outputs import check_output_name
 
     path: JsonPath = ("sweep", "metric")
     problem = check_output_name(pipeline, str(sweep.get("metric", "val/loss")), path, sources)

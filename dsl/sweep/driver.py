@@ -26,7 +26,7 @@ from typing import Any
 
 import click
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 from dsl.sweep.checks import available_slots
 from dsl.sweep.plan import SweepPlan
 from dsl.sweep.space import override
@@ -252,7 +252,7 @@ class Sweep:
     def _write_trial_pipeline(self, values: dict[str, Any], run_dir: Path) -> tuple[Path, str]:
         """The trial's resolved pipeline (the sweep file, --set, the trial's values, its run directory)."""
         from dsl.engine.rundir import atomic_write_text
-        from dsl.pipeline import dump_pipeline, load_pipeline
+        from dsl.language.pipeline import dump_pipeline, load_pipeline
 
         sets = [*self.plan.overrides, *(override(path, value) for path, value in values.items()),
                 override("runner.model_dir", str(run_dir))]

@@ -70,7 +70,7 @@ def write_best(plan: SweepPlan, trial: Any) -> Path | None:
     import yaml
 
     from dsl.engine.rundir import atomic_write_text
-    from dsl.pipeline import dump_pipeline
+    from dsl.language.pipeline import dump_pipeline
 
     pipeline = yaml.safe_load(source.read_text(encoding="utf-8"))
     pipeline["runner"]["model_dir"] = f"runs/{plan.pipeline['name']}-best"

@@ -1,7 +1,7 @@
 """Whether batch normalisation takes its statistics over the global batch: `sync_batch_norm: auto`.
 
 A replica normalises over its own batch. With the global batch divided across N replicas
-(dsl/scaling.py) that is 1/N of what one process normalises over, and below about 16
+(dsl/distributed/scaling.py) that is 1/N of what one process normalises over, and below about 16
 examples the statistics are noisy enough to cost accuracy: cnn_iters (global batch 32) on
 4 ranks, 8 per replica, ended at 0.60 against 0.79-0.82 on one process, and at 0.78-0.79
 with the batch statistics synchronised (docs/benchmarks.md, "Moving a pipeline to N
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dsl import backend_registry
+from dsl.language import backend_registry
 
 # A per-replica batch below this normalises over too few examples (docs/benchmarks.md).
 SMALL_BATCH = 16

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dsl import backend_registry, registry
-from dsl.diagnostics import Diagnostic, SourceMap, format_path
-from dsl.diagnostics import Path as JsonPath
-from dsl.errors import RegistryError
 from dsl.init_checkpoint_check import check_init_checkpoint
-from dsl.mlflow_check import check_mlflow_installed
-from dsl.outputs import check_phase_outputs
-from dsl.rules import declare
-from dsl.schedule_length import check_schedule_length
+from dsl.language import backend_registry, registry
+from dsl.language.diagnostics import Diagnostic, SourceMap, format_path
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.errors import RegistryError
+from dsl.language.mlflow_check import check_mlflow_installed
+from dsl.language.outputs import check_phase_outputs
+from dsl.language.rules import declare
+from dsl.language.schedule_length import check_schedule_length
 
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
 
@@ -388,7 +388,7 @@ def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
 
 
 def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """Each section's own rules (`register(rules=...)`, see dsl.rules) against the declared data
+    """Each section's own rules (`register(rules=...)`, see dsl.language.rules) against the declared data
     shapes: a U-Net's depth and the image size, three `classes` for four, a filter wider than a text."""
     inputter = pipeline.get("inputter")
     source = _component("inputter", inputter.get("type")) if isinstance(inputter, dict) else None

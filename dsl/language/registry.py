@@ -9,7 +9,7 @@ at import time. Those modules must not import TensorFlow at module level (import
 `build`), because `dslrun validate` imports every one of them and must stay fast and
 TensorFlow-free. Modules whose name starts with `_` are private helpers: they are not
 walked by `load_all` and may import TensorFlow. A kind's `base` module (the class its
-components derive from, e.g. `dsl.callbacks.base.Callback`) is not a component either.
+components derive from, e.g. `dsl.engine.hooks.Callback`) is not a component either.
 
 Besides its parameters a component declares, in pure Python, what the language checks
 between sections: the phase outputs it produces (`outputs`, e.g. the modeler's
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.errors import RegistryError
+from dsl.language.errors import RegistryError
 
 # The JSON Schema `format` of a parameter whose value names a phase output, `<phase>/<output>`.
 PHASE_OUTPUT_FORMAT = "phase-output"
@@ -131,7 +131,7 @@ def register(
     an augmenter or a modeler takes, or the (input, prediction) a network maps, in words
     such as ("image", "class"), ("image", "mask"), ("tokens", "class"): `dslrun validate`
     refuses a pipeline whose sections disagree (None = any). `rules` are what the component
-    can tell from its parameters and the pipeline's declared data shapes (`dsl.rules`: a U-Net's
+    can tell from its parameters and the pipeline's declared data shapes (`dsl.language.rules`: a U-Net's
     depth against the image size), checked by `dslrun validate`; `facts` (inputters whose
     parameters do not say them, e.g. cifar10_binary's 10 classes) gives those shapes. `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
@@ -183,7 +183,7 @@ def kind_params(kind: str) -> dict[str, dict[str, Any]]:
     plugin's included) can forget it or describe it differently.
     """
     if kind == "callback":
-        from dsl.callbacks.base import PRIORITY_PARAM
+        from dsl.language.priorities import PRIORITY_PARAM
 
         return {"priority": PRIORITY_PARAM}
     return {}

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from backends.select import select_backend
-from dsl import backend_registry
-from dsl.callbacks.checkpoint import best_model_dir
+from dsl.distributed.scaling import scaling_for
+from dsl.distributed.sync_batch_norm import BatchNormSync, decide
+from dsl.engine.best import best_model_dir
 from dsl.engine.compiler import compile_pipeline, configure_tensorflow
 from dsl.engine.replicas import has_batch_norm
 from dsl.engine.runner import Runner
-from dsl.errors import DslError
-from dsl.scaling import scaling_for
-from dsl.sync_batch_norm import BatchNormSync, decide
+from dsl.language import backend_registry
+from dsl.language.errors import DslError
 
 BEST = "best"  # `--checkpoint best`: the run directory's best model
 

@@ -2,13 +2,13 @@
 
 A backend registers itself as a component does: one small module beside its code
 (`backends/<name>_spec.py`, or a plugin's module loaded through the `dslrun.plugins` entry
-point or `--plugin`, see dsl.plugins) calls `register_backend(...)` at import time with
+point or `--plugin`, see dsl.language.plugins) calls `register_backend(...)` at import time with
 
 - its settings: the `runner.<key>` sections it reads, as JSON Schema fragments (they become
   part of `schemas/pipeline.schema.json`, `dslrun list runner` and docs/components.md);
 - its declared `Capabilities` (elastic, a TF_CONFIG cluster, loss scaling, sync batch norm,
   asynchronous updates, which launchers start it): `dslrun validate`'s rules, the
-  composition root, `dslrun doctor`, `dslrun launch` and dsl.scaling ask these, never a
+  composition root, `dslrun doctor`, `dslrun launch` and dsl.distributed.scaling ask these, never a
   backend's name, so a new backend is refused exactly where it cannot do what is asked;
 - `create(runner_params, environ)`, which imports the backend's class (and TensorFlow)
   only when a run needs it: `dslrun validate` reads every registration without TensorFlow.
@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.errors import RegistryError
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.errors import RegistryError
 
 # The package whose `*_spec` modules register the built-in backends.
 BUILT_IN_PACKAGE = "backends"
@@ -36,7 +36,7 @@ SPEC_SUFFIX = "_spec"
 # The `runner.backend` value that picks a backend from the environment (see `auto_order`).
 AUTO = "auto"
 
-# A rule of `dslrun validate` a backend contributes about its own settings (see dsl.checks).
+# A rule of `dslrun validate` a backend contributes about its own settings (see dsl.language.checks).
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
 
 # A capability that depends on the backend's settings: given the resolved `runner` section.
@@ -59,7 +59,7 @@ class Capabilities:
     sync_batch_norm: the `runner` path of its switch that synchronises batch-norm statistics
         across replicas (`"horovod.sync_batch_norm"`); None when it has none.
     asynchronous: each optimizer update is one replica's batch (a parameter-server cluster):
-        dsl.scaling then scales neither the batch nor the learning rate. A predicate of the
+        dsl.distributed.scaling then scales neither the batch nor the learning rate. A predicate of the
         `runner` section when it depends on the backend's settings.
     exclusive_settings: its settings sections, changed from their defaults, are an error on
         another backend (they would be silently ignored there).

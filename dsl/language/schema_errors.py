@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from dsl import sections
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
-from dsl.schema import resolve_ref, validator
-from dsl.suggest import did_you_mean
+from dsl.language import sections
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.schema import resolve_ref, validator
+from dsl.language.suggest import did_you_mean
 
 _TYPE_NAMES = {
     "integer": "an integer",

@@ -31,9 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dsl import backend_registry
-from dsl.errors import DslError
-from dsl.modelers import MOMENTUM_DEFAULTS
+from dsl.language import backend_registry
+from dsl.language.errors import DslError
 
 # Optimizers whose step is normalised by gradient statistics: their rate grows with sqrt(k).
 ADAPTIVE_OPTIMIZERS = frozenset({"adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb"})
@@ -151,10 +150,11 @@ def _asynchronous_momentum(pipeline: dict[str, Any], workers: int) -> tuple[floa
     """(written, in force) momentum when `runner.async_momentum: staleness` lowers it, else (None, None)."""
     runner = pipeline.get("runner") or {}
     optimizer = (pipeline.get("modeler") or {}).get("optimizer") or {}
-    kind = str(optimizer.get("type", "momentum"))
-    if str(runner.get("async_momentum", "staleness")) != "staleness" or kind not in MOMENTUM_DEFAULTS:
+    # The resolved pipeline carries every optimizer's defaults, so an optimizer with a heavy ball
+    # has its `momentum` here, written or filled.
+    if str(runner.get("async_momentum", "staleness")) != "staleness" or optimizer.get("momentum") is None:
         return None, None
-    written = float(optimizer.get("momentum", MOMENTUM_DEFAULTS[kind]))
+    written = float(optimizer["momentum"])
     if written == 0.0:
         return None, None
     return written, asynchronous_momentum(written, workers)
@@ -164,7 +164,7 @@ def replicas_for(runner: dict[str, Any], world_size: int) -> int:
     """The replicas one step combines when `world_size` processes train the pipeline (for
     `dslrun validate --data --world-size`, before any backend exists): all of them, except
     in an asynchronous parameter-server cluster, where each update is one worker's batch (the
-    backend's `asynchronous` capability, see dsl.backend_registry)."""
+    backend's `asynchronous` capability, see dsl.language.backend_registry)."""
     return 1 if _asynchronous(runner) else world_size
 
 

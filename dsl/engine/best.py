@@ -2,7 +2,8 @@
 
 `best/` holds a `tf.train.Checkpoint(model=...)` (the weights `eval`, `export` and
 `init_checkpoint` need; resuming uses checkpoints/) and `best.json` with the monitored
-value, step and epoch. Imports TensorFlow: import this module inside functions only.
+value, step and epoch. Only writing one imports TensorFlow, so `--checkpoint best` and a
+resume's bookkeeping read it without.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tensorflow as tf
+from dsl.language.errors import DslError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 BEST_DIR = "best"
 RECORD = "best.json"
@@ -33,6 +37,8 @@ def read_best(model_dir: Path) -> dict[str, Any] | None:
 
 def write_best(model_dir: Path, model: tf.keras.Model, record: dict[str, Any]) -> Path:
     """Write the model and `record` to a temporary directory, then swap it in as best/."""
+    import tensorflow as tf
+
     final = model_dir / BEST_DIR
     tmp, old = model_dir / f"{BEST_DIR}.tmp", model_dir / f"{BEST_DIR}.old"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -61,3 +67,20 @@ def record_of(prefix: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and record.get("checkpoint") == Path(prefix).name else None
+
+
+def best_model_dir(model_dir: Path) -> str:
+    """model_dir/best, or an error saying how a run gets one."""
+    read_best(model_dir)  # finishes a swap of best/ that a crash interrupted
+    best = model_dir / BEST_DIR
+    if not (best / "checkpoint").is_file():
+        raise DslError(
+            f"--checkpoint best: {model_dir} has no best model ({best} does not exist); the checkpoint "
+            "callback keeps one with save_best, e.g. {type: checkpoint, save_best: {monitor: val/accuracy}}"
+        )
+    return str(best)
+
+
+def best_record(prefix: str) -> dict[str, Any] | None:
+    """The best.json beside checkpoint `prefix` when it describes that checkpoint (step, epoch, value)."""
+    return record_of(prefix)

@@ -34,9 +34,9 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from dsl.diagnostics import Diagnostic, Location, Origin, SourceMap
-from dsl.diagnostics import Path as JsonPath
-from dsl.errors import LocatedError
+from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.errors import LocatedError
 
 MAX_BYTES = 1 << 20
 MAX_VALUES = 100_000
@@ -82,7 +82,7 @@ REPLACE_TAG = "!replace"
 
 class Replace(dict):  # type: ignore[type-arg]
     """A mapping tagged `!replace`: `extends` takes it whole instead of merging it into the base's
-    (dsl.resolve.merge). The only tag a pipeline may use; it never outlives the merge."""
+    (dsl.language.resolve.merge). The only tag a pipeline may use; it never outlives the merge."""
 
 
 def load_file(path: str | Path, display: str | None = None) -> Document:

@@ -3,7 +3,7 @@
 A U-Net whose depth does not divide the image, three `classes` for `num_classes: 4`, a text
 filter wider than `sequence_length`: each used to pass `dslrun validate` and fail once `dslrun
 run` had read the data and started building. Only the component knows such a rule, so it
-states it next to its builder (`register(..., rules=[...])`); `dsl.checks.check_component_rules`
+states it next to its builder (`register(..., rules=[...])`); `dsl.language.checks.check_component_rules`
 hands every rule the facts the YAML declares (`Declared`) and locates what it returns.
 
 A rule is `rule(section, declared) -> list[Problem]`: `section` is the component's resolved
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsl.diagnostics import Path as JsonPath
+from dsl.language.diagnostics import Path as JsonPath
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def checked(check: Callable[[dict[str, Any]], None], other: JsonPath | None = No
     worded `<section>.<key>: <message>`, becomes a Problem at that key, naming `other`'s line."""
 
     def rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
-        from dsl.errors import DslError
+        from dsl.language.errors import DslError
 
         try:
             check(section)

@@ -1,4 +1,4 @@
-"""The pipeline's JSON Schema (2020-12), built from the component registry and `dsl.sections`
+"""The pipeline's JSON Schema (2020-12), built from the component registry and `dsl.language.sections`
 (whose `runner` section holds the settings the registered backends declare).
 
 One schema serves three readers: `dslrun validate` checks files with it, editors use the
@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsl import registry, sections
-from dsl.diagnostics import Path as JsonPath
+from dsl.language import registry, sections
+from dsl.language.diagnostics import Path as JsonPath
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
@@ -39,7 +39,6 @@ TOP_LEVEL_ORDER = (
     "modeler",
     "callbacks",
     "runner",
-    "sweep",
 )
 
 _SECTION_TEXT = {
@@ -65,7 +64,8 @@ def _cached_schema() -> dict[str, Any]:
         "additionalProperties": False,
     }
     properties: dict[str, Any] = {}
-    for key in TOP_LEVEL_ORDER:
+    declared_elsewhere = [key for key in sections.load_sections() if key not in TOP_LEVEL_ORDER]
+    for key in (*TOP_LEVEL_ORDER, *declared_elsewhere):
         if key in sections.TOP_LEVEL:
             properties[key] = copy.deepcopy(sections.TOP_LEVEL[key])
         elif key == "callbacks":
@@ -154,7 +154,7 @@ class PipelineValidator:
     registry already knows which branch applies; the top level is checked without the
     branches, and each section against its component's schema only. The errors are
     jsonschema's own (`absolute_path`, `context`, `relative_schema_path`, ...), so
-    `dsl.schema_errors` reads exactly what a whole-schema validator would give it.
+    `dsl.language.schema_errors` reads exactly what a whole-schema validator would give it.
     """
 
     def __init__(self, schema: dict[str, Any]) -> None:

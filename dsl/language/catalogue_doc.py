@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dsl import registry
-from dsl.schema import pipeline_schema, resolve_ref
+from dsl.language import registry
+from dsl.language.schema import pipeline_schema, resolve_ref
 
 # The sections `dslrun list KIND` accepts, in the order the catalogue shows them.
 SECTIONS = ("pipeline", "runner", *registry.KINDS)

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 # A host as ssh takes it: [user@]name, where name is a DNS name, an ssh config alias or an
 # address. A leading "-" would be read by ssh as an option, so it is refused.

@@ -2,16 +2,18 @@
 
 Component sections (`inputter`, `augmenter`, `network`, `modeler`, `callbacks`) come from
 the registry, and the backends' settings (`runner.horovod`, `runner.ps`, ...) from the
-backend registry (dsl.backend_registry); everything else a pipeline may say is declared
-here. `dsl.schema` assembles them into `schemas/pipeline.schema.json`.
+backend registry (dsl.language.backend_registry); everything else a pipeline may say is declared
+here. `dsl.language.schema` assembles them into `schemas/pipeline.schema.json`.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import Any
 
-from dsl import backend_registry
-from dsl.sweep.language import SWEEP_SCHEMA
+from dsl.language import backend_registry
+from dsl.language.diagnostics import Diagnostic, SourceMap
 
 SUPPORTED_VERSIONS = (1,)
 
@@ -228,7 +230,7 @@ _AFTER_BACKENDS: dict[str, dict[str, Any]] = {
 def runner_params() -> dict[str, dict[str, Any]]:
     """Every key of the `runner` section with its JSON Schema: `backend` (the registered
     backends), the runner's own keys, and the settings sections each backend declares
-    (`runner.horovod`, `runner.ps`, ...; see dsl.backend_registry)."""
+    (`runner.horovod`, `runner.ps`, ...; see dsl.language.backend_registry)."""
     params = {"backend": backend_param(), **_BEFORE_BACKENDS}
     for spec in backend_registry.backends():
         params.update(spec.settings)
@@ -285,5 +287,30 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
         "default": False,
     },
 }
-# `dslrun sweep` (dsl/sweep/): what to tune and how; no default, so a pipeline without it resolves as before.
-TOP_LEVEL["sweep"] = SWEEP_SCHEMA
+
+# Top-level sections declared beside the language, each by a module that calls `register_section`
+# when imported: `sweep:` (dsl/sweep/section.py). Named by module path, as the registry names its
+# component packages, so the language imports nothing above it.
+SECTION_MODULES: tuple[str, ...] = ("dsl.sweep.section",)
+SectionCheck = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
+SECTION_CHECKS: dict[str, SectionCheck] = {}
+_SECTIONS_LOADED = False
+
+
+def register_section(name: str, schema: dict[str, Any], check: SectionCheck) -> None:
+    """Declare the top-level section `name`: its schema fragment, and the check `validate` runs
+    on the resolved pipeline after every other check (it may rerun them, as a sweep does per value)."""
+    if name in TOP_LEVEL and SECTION_CHECKS.get(name) is not check:
+        raise ValueError(f"the top-level section {name!r} is declared twice")
+    TOP_LEVEL[name] = schema
+    SECTION_CHECKS[name] = check
+
+
+def load_sections() -> dict[str, SectionCheck]:
+    """Import every module that declares a top-level section; the checks they registered."""
+    global _SECTIONS_LOADED
+    if not _SECTIONS_LOADED:
+        for module in SECTION_MODULES:
+            importlib.import_module(module)
+        _SECTIONS_LOADED = True
+    return SECTION_CHECKS

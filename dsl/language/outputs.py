@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dsl import registry
-from dsl.diagnostics import Diagnostic, SourceMap, format_path
-from dsl.diagnostics import Path as JsonPath
-from dsl.errors import RegistryError
-from dsl.suggest import closest
+from dsl.language import registry
+from dsl.language.diagnostics import Diagnostic, SourceMap, format_path
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.errors import RegistryError
+from dsl.language.suggest import closest
 
 # The sections whose component may add outputs, in the order they are built.
 _PRODUCERS = ("inputter", "augmenter", "network", "modeler")

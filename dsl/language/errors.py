@@ -6,10 +6,10 @@ being forgotten there. Errors of the program itself (bugs) stay ordinary excepti
 
     DslError             a bad file, a missing checkpoint, bad data: one line
     ├── LocatedError     problems with a place in a pipeline file: one line each
-    │   ├── dsl.loader.LoadError        a file or --set value that is not a pipeline tree
-    │   └── dsl.pipeline.PipelineError  a pipeline with errors (schema, extends, checks)
+    │   ├── dsl.language.loader.LoadError        a file or --set value that is not a pipeline tree
+    │   └── dsl.language.pipeline.PipelineError  a pipeline with errors (schema, extends, checks)
     ├── RegistryError                   an unknown type, or a type registered twice
-    └── dsl.plugins.PluginError         a plugin that cannot be imported
+    └── dsl.language.plugins.PluginError         a plugin that cannot be imported
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dsl.diagnostics import Diagnostic
+    from dsl.language.diagnostics import Diagnostic
 
 
 class DslError(Exception):
@@ -43,7 +43,7 @@ class LocatedError(DslError):
 
 class RegistryError(DslError, LookupError):
     """A type that is unknown, or registered twice (a plugin's name clashing with another's):
-    of a component (dsl.registry) or a backend (dsl.backend_registry)."""
+    of a component (dsl.language.registry) or a backend (dsl.language.backend_registry)."""
 
 
 def clean_error(message: str) -> str:

@@ -4,8 +4,8 @@ A pipeline only ever *names* a `type`; it never names code to import. Code that 
 types comes from two places the user controls, never from the YAML:
 
 - installed plugins: packages that declare an entry point in the group `dslrun.plugins`
-  (each entry point names a module that calls `dsl.registry.register` at import, or
-  `dsl.backend_registry.register_backend` for a backend), loaded
+  (each entry point names a module that calls `dsl.language.registry.register` at import, or
+  `dsl.language.backend_registry.register_backend` for a backend), loaded
   by the commands that build a pipeline (`run`, `eval`, `predict`, `export`) and by
   `doctor`, which lists the backends this installation can run (a plugin's among them);
 - `--plugin MODULE` (repeatable) on any command that reads a pipeline: the module is
@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from dsl.errors import DslError
+from dsl.language.errors import DslError
 
 ENTRY_POINT_GROUP = "dslrun.plugins"
 
@@ -56,7 +56,7 @@ def load_plugins(modules: Sequence[str], installed: bool) -> list[str]:
     wanted += [(f"--plugin {module}", module) for module in modules]
     if not wanted:
         return []
-    from dsl import backend_registry, registry
+    from dsl.language import backend_registry, registry
 
     registry.load_all()
     backend_registry.load_all()
@@ -68,7 +68,7 @@ def load_plugins(modules: Sequence[str], installed: bool) -> list[str]:
 
 
 def _import(origin: str, module: str) -> None:
-    from dsl.errors import RegistryError
+    from dsl.language.errors import RegistryError
 
     try:
         importlib.import_module(module)

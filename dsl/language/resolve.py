@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
-from dsl.diagnostics import Path as JsonPath
-from dsl.loader import LoadError, Replace, load_file, parse_text
-from dsl.suggest import did_you_mean
+from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
+from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.loader import LoadError, Replace, load_file, parse_text
+from dsl.language.suggest import did_you_mean
 
 SET_FILE = "<--set>"
 
@@ -387,7 +387,7 @@ def resolve(
     substitute_env(tree, os.environ if environ is None else environ)
     if overrides:
         if allowed_keys is None:
-            from dsl.schema import allowed_keys as schema_keys
+            from dsl.language.schema import allowed_keys as schema_keys
 
             allowed_keys = schema_keys
         apply_overrides(tree, overrides, allowed_keys)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, SourceMap
-from dsl.diagnostics import Path as JsonPath
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
 
 _BASE: JsonPath = ("modeler", "lr_schedule")
 
@@ -94,7 +94,7 @@ def _boundaries(schedule: dict[str, Any], clock: _Clock, sources: SourceMap) -> 
     boundaries = schedule.get("boundaries") or []
     values = schedule.get("values") or []
     if len(values) != len(boundaries) + 1 or any(b <= a for a, b in itertools.pairwise(boundaries)):
-        return []  # a misshapen schedule is reported as such (dsl.checks); fix that first
+        return []  # a misshapen schedule is reported as such (dsl.language.checks); fix that first
     found = []
     previous = None
     for index, boundary in enumerate(boundaries):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dsl.schema import item_schema, object_schema, pipeline_schema
+from dsl.language.schema import item_schema, object_schema, pipeline_schema
 
 
 def fill_defaults(pipeline: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Whether a pipeline that tracks with MLflow can: the package is an optional extra.
 
-Its own module so that `dsl.checks` reads it without importing the callback (and what that imports).
+Its own module so that `dsl.language.checks` reads it without importing the callback (and what that imports).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Diagnostic, SourceMap
 
 INSTALL_HINT = 'install MLflow with: pip install "dslrun[mlflow]" (or pip install mlflow)'
 

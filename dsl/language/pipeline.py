@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dsl.diagnostics import Diagnostic, SourceMap, is_error
-from dsl.errors import LocatedError
+from dsl.language.diagnostics import Diagnostic, SourceMap, is_error
+from dsl.language.errors import LocatedError
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -35,11 +35,11 @@ def check_pipeline_with_sources(
     path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None
 ) -> tuple[dict[str, Any] | None, list[Diagnostic], SourceMap | None]:
     """`check_pipeline`, plus where each value was written, for checks that come later (validate --data)."""
-    from dsl.checks import run_checks
-    from dsl.defaults import fill_defaults
-    from dsl.resolve import resolve
-    from dsl.schema_errors import validate_tree
-    from dsl.sweep.checks import check_sweep
+    from dsl.language.checks import run_checks
+    from dsl.language.defaults import fill_defaults
+    from dsl.language.resolve import resolve
+    from dsl.language.schema_errors import validate_tree
+    from dsl.language.sections import load_sections
 
     tree = resolve(path, overrides, environ)
     diagnostics = list(tree.diagnostics)
@@ -57,7 +57,8 @@ def check_pipeline_with_sources(
     if resolved["runner"].get("model_dir") is None:
         resolved["runner"]["model_dir"] = f"runs/{resolved['name']}"
     diagnostics += run_checks(resolved, tree.sources)
-    diagnostics += check_sweep(resolved, tree.sources)  # after the others, which it runs again per swept value
+    for check in load_sections().values():  # after the others, which a section's check may run again (a sweep, per value)
+        diagnostics += check(resolved, tree.sources)
     if any(is_error(d) for d in diagnostics):
         return None, _sorted(diagnostics), tree.sources
     return resolved, _sorted(diagnostics), tree.sources
@@ -69,7 +70,7 @@ def rename_former_types(tree: Any, sources: SourceMap) -> list[Diagnostic]:
     Old pipelines keep validating and running; each renamed type is a warning at the place
     it was written, naming the new name, from `dslrun validate` and from every run alike.
     """
-    from dsl import registry, sections
+    from dsl.language import registry, sections
 
     if not isinstance(tree, dict):
         return []
@@ -104,7 +105,7 @@ def dump_pipeline(resolved: dict[str, Any]) -> str:
     """The resolved pipeline as YAML: top-level keys in the language's order, stable text."""
     import yaml
 
-    from dsl.schema import TOP_LEVEL_ORDER
+    from dsl.language.schema import TOP_LEVEL_ORDER
 
     ordered = {key: resolved[key] for key in TOP_LEVEL_ORDER if key in resolved}
     ordered.update({key: value for key, value in resolved.items() if key not in ordered})

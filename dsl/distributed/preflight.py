@@ -24,7 +24,7 @@ firewall blocks. This module checks each of them, per host, over ssh:
   the shared interface (what TensorFlow's gRPC servers, Gloo and Open MPI's TCP transport
   do on ephemeral ports), and each `--ports` port is free on every host.
 
-The probe that runs on each host is `dsl.preflight_probe` (standard library only).
+The probe that runs on each host is `dsl.distributed.preflight_probe` (standard library only).
 Nothing here imports TensorFlow.
 """
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsl.commands import HostError, Ssh
+from dsl.distributed.hosts import HostError, Ssh
 
 PROBE_SOURCE = Path(__file__).with_name("preflight_probe.py")
 MARKER = "DSLRUN-PROBE "
@@ -160,7 +160,7 @@ def cifar10_items(data_dir: str) -> list[dict[str, str]]:
 
 def pipeline_files(path: str) -> list[str]:
     """The pipeline file and every file it extends (each task reads them all)."""
-    from dsl.resolve import load_tree
+    from dsl.language.resolve import load_tree
 
     tree = load_tree(path)
     files = [str(path)]
