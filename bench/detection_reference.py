@@ -121,8 +121,8 @@ class RetinaNetLoss(tf.keras.losses.Loss):
 
 def reference(pipeline: dict[str, Any], image_shape: tuple[int, ...], num_classes: int) -> tuple[LabelEncoder, Any]:
     """The encoder and the loss for `pipeline`'s anchors and modeler settings; the anchors are
-    checked against dslrun's (dsl.anchors), so both sides train the same detector."""
-    from dsl.anchors import anchor_boxes, anchors_of
+    checked against dslrun's (dsl.tasks.object_detection._anchors), so both sides train the same detector."""
+    from dsl.tasks.object_detection._anchors import anchor_boxes, anchors_of
 
     spec = anchors_of(pipeline["network"])
     anchors = anchor_grid(spec["levels"], spec["sizes"], spec["scales"], spec["ratios"], *image_shape[:2])

@@ -16,14 +16,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from detection_reference import reference
 
-from dsl.datasets.synthetic_detection import DetectionSpec, write
 from dsl.language.context import BuildContext
+from dsl.tasks.object_detection._synthetic_data import DetectionSpec, write
 
 
 def test_the_keras_reference_loss_is_the_modelers_on_a_real_batch(tmp_path: Path) -> None:
-    from dsl.inputters.object_detection_csv import build as inputter
-    from dsl.modelers.object_detection import PARAMS
-    from dsl.modelers.object_detection import build as modeler
+    from dsl.tasks.object_detection.modeler import PARAMS
+    from dsl.tasks.object_detection.modeler import build as modeler
+    from dsl.tasks.object_detection.object_detection_csv import build as inputter
 
     write(tmp_path, DetectionSpec(num_train=8, num_val=1, image_size=64, seed=3))
     data = inputter({"train": str(tmp_path / "train.csv"), "num_classes": 3, "classes": ["disc", "square", "triangle"], "max_boxes": 4,

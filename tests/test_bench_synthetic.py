@@ -12,7 +12,7 @@ tf = pytest.importorskip("tensorflow")
 
 from dsl.augmenters.none import Identity
 from dsl.engine.data_feed import eval_transform
-from dsl.inputters._pipeline import changes_data
+from dsl.inputters.pipeline import changes_data
 from dsl.language.context import BuildContext
 from dsl.language.registry import lookup
 

@@ -745,7 +745,7 @@ def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
 
 def test_restore_diagnostics_locate_what_the_run_would_refuse(tf, tmp_path):
     """What `validate --build` gets: the file matched by name with the built model, located."""
-    from dsl.init_checkpoint_check import restore_diagnostics
+    from dsl.callbacks._init_checkpoint_check import restore_diagnostics
     from dsl.language.pipeline import check_pipeline_with_sources
 
     prefix = dslrun_checkpoint(tf, tmp_path / "pretrained", tiny_model(tf, seed=1))

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from PIL import Image
 
 from dsl.commands.data import command as data_command
-from dsl.datasets import cifar10, cifar10_format
+from dsl.tasks.image_classification import _cifar10_download as cifar10
+from dsl.tasks.image_classification import _cifar10_format as cifar10_format
 
 RECORDS_PER_BATCH = 20
 

@@ -19,12 +19,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from backends.local import LocalBackend
-from dsl.augmenters.cifar import CifarAugmenter
 from dsl.distributed.scaling import steps_per_epoch
 from dsl.engine.compiler import configure_tensorflow
 from dsl.engine.data_feed import DataFeed, epoch_seed
 from dsl.language.context import BuildContext
 from dsl.language.registry import lookup
+from dsl.tasks.image_classification.cifar import CifarAugmenter
 
 
 @pytest.fixture(autouse=True)

@@ -18,11 +18,11 @@ tf = pytest.importorskip("tensorflow")
 pytest.importorskip("pycocotools")
 from PIL import Image
 
-from dsl.datasets.synthetic_detection import DetectionSpec, write
 from dsl.engine.metric_reduction import reduced_results
-from dsl.inputters._box_listing import read_sources
 from dsl.language.context import Placement
 from dsl.language.errors import DslError
+from dsl.tasks.object_detection._box_listing import read_sources
+from dsl.tasks.object_detection._synthetic_data import DetectionSpec, write
 
 from e2e_support import DSLRUN, ENV, assert_identical, sigkill_when
 
@@ -94,7 +94,7 @@ def test_a_bad_coco_annotation_is_named_by_its_id_and_crowds_are_left_out(boxes:
 
 
 def test_batches_hold_boxes_padded_to_max_boxes_with_their_count(boxes: Path) -> None:
-    from dsl.inputters.object_detection_csv import build
+    from dsl.tasks.object_detection.object_detection_csv import build
 
     inputter = build(params(boxes / "train.csv"), None)
     assert inputter.facts()["max_boxes"] == 5 and inputter.facts()["class_names"] == ["disc", "square", "triangle"]
@@ -107,8 +107,8 @@ def test_batches_hold_boxes_padded_to_max_boxes_with_their_count(boxes: Path) ->
 
 # ------------------------------------------------------------------------------ anchors, loss, metric
 def test_anchors_cover_every_level_in_the_heads_order_and_matching_finds_the_box() -> None:
-    from dsl.anchors import anchor_boxes
-    from dsl.modelers._box_coding import decode, encode, match
+    from dsl.tasks.object_detection._anchors import anchor_boxes
+    from dsl.tasks.object_detection._box_coding import decode, encode, match
 
     anchors = anchor_boxes({"levels": [3, 4], "sizes": [12, 24], "scales": [1.0, 1.5], "ratios": [1.0]}, (64, 64))
     assert anchors.shape == ((8 * 8 + 4 * 4) * 2, 4)
@@ -122,7 +122,7 @@ def test_anchors_cover_every_level_in_the_heads_order_and_matching_finds_the_box
 
 
 def test_gathered_map_of_two_ranks_is_that_of_one_process() -> None:
-    from dsl.modelers._coco_metrics import CocoMap, coco_stats, detection_metrics
+    from dsl.tasks.object_detection._coco_metrics import CocoMap, coco_stats, detection_metrics
 
     rng = np.random.default_rng(0)
 
@@ -258,8 +258,8 @@ def test_export_serves_detections_from_pixels_and_from_png_bytes(boxes: Path, tr
 
 # ------------------------------------------------------------------------------ the detection augmenter
 def augmenter(**params: Any) -> Any:
-    from dsl.augmenters.detection import build
     from dsl.language.context import BuildContext
+    from dsl.tasks.object_detection.augmenter import build
 
     return build({"standardize": False, **params}, BuildContext(pipeline={}, image_shape=(64, 64, 3)))
 
@@ -303,8 +303,8 @@ def test_augmenter_settings_that_cannot_work_are_refused() -> None:
 
 
 def test_coco_json_batches_are_the_csv_ones_and_name_the_categories(boxes: Path) -> None:
-    from dsl.inputters.coco_json import build as coco
-    from dsl.inputters.object_detection_csv import build as csv
+    from dsl.tasks.object_detection.coco_json import build as coco
+    from dsl.tasks.object_detection.object_detection_csv import build as csv
 
     from_coco = coco(params(boxes / "train.json", classes=None), None)
     from_csv = csv(params(boxes / "train.csv"), None)
@@ -327,9 +327,9 @@ def test_training_on_a_bad_row_stops_with_one_located_line(boxes: Path, tmp_path
 
 @pytest.mark.parametrize("backbone", ["small", "MobileNetV2"])
 def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backbone: str) -> None:
-    from dsl.anchors import anchor_boxes, anchors_of
     from dsl.language.context import BuildContext
-    from dsl.networks.retinanet import build
+    from dsl.tasks.object_detection._anchors import anchor_boxes, anchors_of
+    from dsl.tasks.object_detection.retinanet import build
 
     network = {"backbone": backbone, "fpn_filters": 8, "base_filters": 4, "head_convs": 1,
                "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0], "ratios": [0.5, 1.0, 2.0]}}
@@ -344,8 +344,8 @@ def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backb
 @pytest.mark.parametrize("box_loss", ["smooth_l1", "giou"])
 def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(box_loss: str) -> None:
     from dsl.language.context import BuildContext
-    from dsl.modelers._box_coding import encode, giou_loss
-    from dsl.modelers.object_detection import build
+    from dsl.tasks.object_detection._box_coding import encode, giou_loss
+    from dsl.tasks.object_detection.modeler import build
 
     network = {"type": "retinanet", "anchors": {"levels": [3], "sizes": [16], "scales": [1.0], "ratios": [1.0]}}
     modeler = build({"box_loss": box_loss}, BuildContext(pipeline={"network": network}, image_shape=(32, 32, 3),
@@ -353,7 +353,7 @@ def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(bo
     anchors = tf.constant(modeler.anchors)
     truth = {"boxes": tf.constant([[[0.1, 0.1, 0.5, 0.45], [0, 0, 0, 0]]]), "classes": tf.constant([[1, -1]]),
              "count": tf.constant([1])}
-    from dsl.modelers._box_coding import match
+    from dsl.tasks.object_detection._box_coding import match
 
     matched, _, _ = match(truth, anchors, 0.5, 0.4)
     perfect = tf.concat([encode(matched, anchors), tf.fill([1, anchors.shape[0], 2], -5.0)], axis=-1)
@@ -390,7 +390,7 @@ def test_sigkill_mid_epoch_then_rerun_ends_bit_identical(boxes: Path, tmp_path: 
 
 def test_the_ssd_lite_head_predicts_the_same_anchors_with_depthwise_separable_convolutions() -> None:
     from dsl.language.context import BuildContext
-    from dsl.networks.retinanet import build
+    from dsl.tasks.object_detection.retinanet import build
 
     network = {"fpn_filters": 16, "base_filters": 4, "head_convs": 2,
                "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0, 1.5], "ratios": [1.0]}}

@@ -19,7 +19,8 @@ from testhosts import test_hosts  # noqa: F401 (the session fixture)
 
 import dsl
 from dsl.distributed.hosts import Ssh, parse_hosts, ssh_error
-from dsl.distributed.preflight import compare_packages, csv_samples, data_items, public_addresses, shared_interfaces
+from dsl.distributed.preflight import compare_packages, data_items, public_addresses, shared_interfaces
+from dsl.tasks.image_classification._host_files import csv_samples
 
 from e2e_support import DSLRUN, ENV, dslrun, synthetic_data
 
@@ -238,6 +239,7 @@ def test_data_items_name_the_sources_and_sample_csv_images(tmp_path: Path) -> No
     items = data_items(resolved, ["p.yaml"], str(tmp_path))
     assert items[:2] == [{"path": str(tmp_path / "p.yaml"), "kind": "file"},
                          {"path": str(tmp_path / "train.csv"), "kind": "file"}]
-    assert [i["path"] for i in items[2:5]] == [str(tmp_path / "img" / f"{i}.png") for i in (0, 5, 9)]
-    assert items[5] == {"path": str(tmp_path / "t-*.csv"), "kind": "glob"}
+    assert items[2] == {"path": str(tmp_path / "t-*.csv"), "kind": "glob"}
+    # What the inputter's type adds (its host_files): the first, middle and last image the CSV lists.
+    assert [i["path"] for i in items[3:]] == [str(tmp_path / "img" / f"{i}.png") for i in (0, 5, 9)]
     assert csv_samples(str(tmp_path / "missing.csv")) == []

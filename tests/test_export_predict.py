@@ -93,7 +93,7 @@ def test_both_signatures_of_the_reloaded_model_agree_with_the_model_in_memory(tr
 
     from dsl.commands._training import restored_runner
     from dsl.engine.steps import make_predict_call
-    from dsl.inputters._pipeline import decode_image
+    from dsl.inputters.pipeline import decode_image
     from dsl.language.pipeline import load_pipeline
 
     files = images(trained)

@@ -14,8 +14,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from dsl.engine.data_feed import eval_transform
-from dsl.inputters._common import declared_modes
-from dsl.inputters._pipeline import explain_data_error
+from dsl.inputters.common import declared_modes
+from dsl.inputters.pipeline import explain_data_error
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import lookup
@@ -272,7 +272,7 @@ def test_seeded_augmentation_is_reproducible(tmp_path):
 
 
 def test_csv_round_trip_of_the_synthetic_data_command(tmp_path):
-    from dsl.datasets.synthetic import SyntheticSpec, write
+    from dsl.tasks.image_classification._synthetic_data import SyntheticSpec, write
 
     write(tmp_path, SyntheticSpec(num_train=20, num_val=10, num_classes=4, image_size=8))
     inputter = build("image_classification_csv", train=str(tmp_path / "train.csv"), val=str(tmp_path / "eval.csv"),
@@ -351,7 +351,7 @@ def test_cifar10_binary_reads_what_the_data_command_keeps(tmp_path):
     import io
     import tarfile
 
-    from dsl.datasets.cifar10 import Cifar10Request, prepare
+    from dsl.tasks.image_classification._cifar10_download import Cifar10Request, prepare
 
     write_cifar_bins(tmp_path / "bins", per_file=3, test_count=5)
     archive = tmp_path / "cifar.tar.gz"

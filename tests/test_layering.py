@@ -111,8 +111,8 @@ def test_no_module_imports_another_packages_private_module() -> None:
 
 
 def test_the_private_import_finder_finds_one() -> None:
-    edges = {"dsl.engine.x": {"dsl.inputters._pipeline"}, "dsl.inputters.csv": {"dsl.inputters._pipeline"}}
-    assert private_imports(edges) == ["dsl.engine.x -> dsl.inputters._pipeline"]
+    edges = {"dsl.engine.x": {"dsl.inputters._private"}, "dsl.inputters.csv": {"dsl.inputters._private"}}
+    assert private_imports(edges) == ["dsl.engine.x -> dsl.inputters._private"]
 
 
 # What the runner holds of a run (dsl/engine/run_state.py and the rest of its attributes) is
@@ -206,6 +206,90 @@ def test_no_engine_or_backend_file_names_a_task() -> None:
     for package in ("dsl/engine", "backends"):
         for path in sorted((ROOT / package).rglob("*.py")):
             named = code_words(path) & (TASK_WORDS | task_types)
+            if named:
+                found[str(path.relative_to(ROOT))] = sorted(named)
+    assert found == {}
+
+
+# The folders of dsl/ and backends/, lowest first: a folder imports only the folders before it,
+# so no two import each other and nothing low knows what is built on it. The language is the
+# ground (pure Python, no TensorFlow); the tasks build on the shared components; the backends on
+# the engine; the sweep and the commands put them together. docs/architecture.md draws it.
+LAYERS = (
+    "dsl.language",
+    "dsl.distributed",
+    "dsl.engine",
+    "dsl.datasets",
+    "dsl.inputters",
+    "dsl.data_check",
+    "dsl.networks",
+    "dsl.augmenters",
+    "dsl.modelers",
+    "dsl.callbacks",
+    "dsl.tasks",
+    "backends",
+    "dsl.sweep",
+    "dsl.commands",
+    "dsl.cli",
+    "dsl.__main__",
+)
+
+
+def folder_of(module: str) -> str | None:
+    """The layer `module` belongs to (None: the `dsl` package itself, which every module imports)."""
+    return next((layer for layer in LAYERS if module == layer or module.startswith(f"{layer}.")), None)
+
+
+def imports_up(edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a folder to one at its level or above it (other than itself)."""
+    order = {layer: index for index, layer in enumerate(LAYERS)}
+    found = []
+    for name, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            low, high = folder_of(name), folder_of(target)
+            if low and high and low != high and order[high] >= order[low]:
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_every_module_lives_in_a_folder_of_the_layers() -> None:
+    """No loose module at the top of dsl/ but the command line's entry points."""
+    assert sorted(name for name in graph() if name != "dsl" and folder_of(name) is None) == []
+
+
+def test_every_folder_imports_only_the_folders_below_it() -> None:
+    assert imports_up(graph()) == []
+
+
+def test_the_layer_check_finds_an_import_up() -> None:
+    edges = {"dsl.language.schema": {"dsl.sweep.language"}, "dsl.sweep.checks": {"dsl.language.schema"}}
+    assert imports_up(edges) == ["dsl.language.schema -> dsl.sweep.language"]
+
+
+def test_a_task_is_one_folder_nothing_else_imports() -> None:
+    """A task reaches the rest through the registry alone: no other folder, and no other task,
+    imports a module of it (the registry walks dsl/tasks/ by name)."""
+    found = []
+    for name, targets in sorted(graph().items()):
+        own = ".".join(name.split(".")[:3]) if name.startswith("dsl.tasks.") else None
+        found += [f"{name} -> {t}" for t in sorted(targets)
+                  if t.startswith("dsl.tasks.") and ".".join(t.split(".")[:3]) != own]
+    assert found == []
+
+
+def test_no_folder_but_a_tasks_names_a_task_or_its_types() -> None:
+    """The language, the engine, distribution, the commands and the sweep never name a task's
+    folder or a type a task registers (in code or strings; docstrings may give examples)."""
+    from dsl.language import registry
+
+    registry.load_all()
+    tasks = [name.rpartition(".")[2] for name in registry.component_packages() if name.startswith("dsl.tasks.")]
+    task_types = {c.type for c in registry.components() if c.module.startswith("dsl.tasks.")} - GENERIC_TYPES
+    assert len(tasks) >= 4 and {"image_classification_csv", "retinanet", "unet", "text_cnn"} <= task_types
+    found = {}
+    for package in ("dsl/language", "dsl/engine", "dsl/distributed", "dsl/commands", "dsl/sweep", "backends"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            named = code_words(path) & (set(tasks) | task_types)
             if named:
                 found[str(path.relative_to(ROOT))] = sorted(named)
     assert found == {}

@@ -17,7 +17,7 @@ import tensorflow as tf
 from dsl.engine.metric_reduction import reduced_results
 from dsl.language.context import Placement
 from dsl.language.errors import DslError
-from dsl.modelers._segmentation_metrics import segmentation_metrics
+from dsl.tasks.image_segmentation._metrics import segmentation_metrics
 
 
 class TwoRanks:

@@ -214,7 +214,7 @@ def test_optimizer_config_with_the_schedule_round_trips():
 
 
 def test_l2_skips_normalisation_and_bias_variables():
-    from dsl.networks.resnet_cifar import build as resnet
+    from dsl.tasks.image_classification.resnet_cifar import build as resnet
 
     model = resnet({"depth": 20}, BuildContext(pipeline={}, image_shape=(8, 8, 3), num_classes=10))
     chosen = modeler({"weight_decay": 1e-4}).l2_variables(model)
@@ -350,7 +350,7 @@ def test_schema_describes_every_property_and_rejects_misplaced_keys():
 
 
 def test_modeler_module_does_not_import_tensorflow():
-    code = "import sys, dsl.modelers.image_classification; print('tensorflow' in sys.modules)"
+    code = "import sys, dsl.tasks.image_classification.modeler; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -131,7 +131,7 @@ def test_network_schemas_document_every_parameter():
 
 def test_network_modules_do_not_import_tensorflow():
     code = (
-        "import sys, dsl.networks.mlp, dsl.networks.simple_cnn, dsl.networks.resnet_cifar, "
+        "import sys, dsl.networks.mlp, dsl.tasks.image_classification.simple_cnn, dsl.tasks.image_classification.resnet_cifar, "
         "dsl.networks.keras_application; print('tensorflow' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

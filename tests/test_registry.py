@@ -5,7 +5,16 @@ import pkgutil
 
 import pytest
 
-from dsl.language.registry import KINDS, Component, RegistryError, components, is_component_module, lookup, register
+from dsl.language.registry import (
+    KINDS,
+    Component,
+    RegistryError,
+    component_packages,
+    components,
+    is_component_module,
+    lookup,
+    register,
+)
 
 
 def test_every_registered_type_has_a_builder_and_a_described_schema() -> None:
@@ -42,12 +51,26 @@ def test_every_builder_is_typed_against_the_contracts() -> None:
 
 
 def test_every_component_module_registers_something() -> None:
+    """Every public module of a kind's package or a task's folder registers a type or a data set;
+    what tasks build on is named in the package's LIBRARY."""
+    from dsl import datasets
+
     modules = {c.module for c in components()}
-    for package_name in KINDS.values():
+    modules |= {command.callback.__module__ for command in datasets.commands().values() if command.callback}
+    walked = []
+    for package_name in component_packages():
         package = importlib.import_module(package_name)
         for info in pkgutil.iter_modules(package.__path__):
-            if is_component_module(info.name):
-                assert f"{package_name}.{info.name}" in modules, f"{package_name}.{info.name} registers no type"
+            if is_component_module(info.name, package):
+                walked.append(f"{package_name}.{info.name}")
+                assert f"{package_name}.{info.name}" in modules, f"{package_name}.{info.name} registers nothing"
+    assert {"dsl.tasks.object_detection.modeler", "dsl.tasks.object_detection.data", "dsl.callbacks.checkpoint"} <= set(walked)
+
+
+def test_every_task_folder_is_walked() -> None:
+    tasks = [name for name in component_packages() if name.startswith("dsl.tasks.")]
+    assert tasks == ["dsl.tasks.image_classification", "dsl.tasks.image_segmentation", "dsl.tasks.object_detection",
+                     "dsl.tasks.text_classification"]
 
 
 def test_unknown_type_names_the_fix() -> None:
@@ -68,8 +91,8 @@ def test_every_inputter_lists_its_examples_for_validate_data() -> None:
 
 
 def test_every_callback_takes_a_priority_added_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsl.language.priorities import PRIORITY_PARAM
     from dsl.language import registry
+    from dsl.language.priorities import PRIORITY_PARAM
 
     assert all(c.params["priority"] is PRIORITY_PARAM and list(c.params)[-1] == "priority" for c in components("callback"))
     monkeypatch.setitem(registry._REGISTRY, "callback", dict(registry._REGISTRY["callback"]))

@@ -213,7 +213,7 @@ def test_up_front_check_finds_images_cut_short(tmp_path: Path) -> None:
 
     from PIL import Image
 
-    from dsl.inputters._files import header_problem
+    from dsl.inputters.files import header_problem
 
     for fmt, suffix in (("PNG", "png"), ("JPEG", "jpg")):
         buffer = io.BytesIO()

@@ -11,7 +11,7 @@ from backends._sync_batch_norm import convert_batch_norm
 from dsl.engine.replicas import reconcile, replica_local_variables
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
-from dsl.networks import resnet_cifar, simple_cnn
+from dsl.tasks.image_classification import resnet_cifar, simple_cnn
 
 
 class MarkedBatchNormalization(tf.keras.layers.BatchNormalization):

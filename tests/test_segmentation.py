@@ -15,11 +15,11 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 from PIL import Image
 
-from dsl.datasets.synthetic_segmentation import SegmentationSpec, write
-from dsl.inputters._pipeline import explain_data_error
+from dsl.inputters.pipeline import explain_data_error
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
-from dsl.modelers._mask_records import palette
+from dsl.modelers.mask_records import palette
+from dsl.tasks.image_segmentation._synthetic_data import SegmentationSpec, write
 
 from e2e_support import DSLRUN, ENV, dslrun, sigkill_when
 
@@ -28,7 +28,7 @@ PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "segmentation.yam
 
 # ------------------------------------------------------------------------------------- helpers
 def inputter(csv: Path, **params: Any) -> Any:
-    from dsl.inputters.image_segmentation_csv import build
+    from dsl.tasks.image_segmentation.image_segmentation_csv import build
 
     return build({"train": str(csv), "num_classes": 4, "image_shape": [16, 16, 3], "batch_size": 2,
                   "shuffle_buffer": 0, **params}, None)
@@ -173,7 +173,7 @@ def test_validate_data_locates_each_bad_mask_without_training(tmp_path: Path) ->
 
 # ----------------------------------------------------------------------------------- augmenter
 def augmenter(**params: Any) -> Any:
-    from dsl.augmenters.segmentation import build
+    from dsl.tasks.image_segmentation.augmenter import build
 
     return build({"standardize": False, **params}, context())
 
@@ -224,7 +224,7 @@ def test_the_same_seed_gives_the_same_example_and_eval_only_normalises() -> None
     ({"min_scale": 0.5}, {"ignore_label": None}, "padding takes the mask value inputter.ignore_label, which is null"),
 ])
 def test_augmenter_settings_that_cannot_work_are_refused(params: dict[str, Any], facts: dict[str, Any], match: str) -> None:
-    from dsl.augmenters.segmentation import build
+    from dsl.tasks.image_segmentation.augmenter import build
 
     with pytest.raises(DslError, match=match):
         build(params, context(**facts))
@@ -232,7 +232,7 @@ def test_augmenter_settings_that_cannot_work_are_refused(params: dict[str, Any],
 
 # ------------------------------------------------------------------------------------ networks
 def test_unet_gives_float32_logits_at_any_divisible_input_size_even_under_mixed_precision() -> None:
-    from dsl.networks import unet
+    from dsl.tasks.image_segmentation import unet
 
     tf.keras.mixed_precision.set_global_policy("mixed_float16")
     try:
@@ -250,7 +250,7 @@ def test_unet_gives_float32_logits_at_any_divisible_input_size_even_under_mixed_
     ({"augmenter": {"type": "segmentation", "crop_size": [12, 16]}}, "but augmenter.crop_size is 12x16"),
 ])
 def test_unet_refuses_sizes_it_cannot_halve(pipeline: dict[str, Any], match: str) -> None:
-    from dsl.networks import unet
+    from dsl.tasks.image_segmentation import unet
 
     shape = (20, 20, 3) if not pipeline else (16, 16, 3)
     with pytest.raises(DslError, match=match):
@@ -259,7 +259,7 @@ def test_unet_refuses_sizes_it_cannot_halve(pipeline: dict[str, Any], match: str
 
 @pytest.mark.parametrize("stride", [8, 32])
 def test_fcn_gives_logits_at_input_resolution(stride: int) -> None:
-    from dsl.networks import fcn
+    from dsl.tasks.image_segmentation import fcn
 
     model = fcn.build({"backbone": "MobileNetV2", "output_stride": stride}, context(image_shape=(32, 32, 3)))
     assert model(tf.zeros([2, 32, 32, 3])).shape == (2, 32, 32, 4) and model.output.dtype == tf.float32
@@ -267,7 +267,7 @@ def test_fcn_gives_logits_at_input_resolution(stride: int) -> None:
 
 
 def test_fcn_refuses_a_training_crop_of_another_size() -> None:
-    from dsl.networks import fcn
+    from dsl.tasks.image_segmentation import fcn
 
     pipeline = {"augmenter": {"type": "segmentation", "crop_size": [16, 16]}}
     with pytest.raises(DslError, match=r"augmenter\.crop_size: fcn is built for the inputter.s image shape 32x32"):
@@ -276,7 +276,7 @@ def test_fcn_refuses_a_training_crop_of_another_size() -> None:
 
 # ------------------------------------------------------------------------------------- modeler
 def modeler(**params: Any) -> Any:
-    from dsl.modelers.image_segmentation import build
+    from dsl.tasks.image_segmentation.modeler import build
 
     return build(params, context())
 
@@ -322,7 +322,7 @@ def test_metrics_on_a_known_example_ignore_ignore_label() -> None:
 
 
 def test_outputs_name_what_a_callback_may_monitor() -> None:
-    from dsl.modelers.image_segmentation import outputs
+    from dsl.tasks.image_segmentation.modeler import outputs
 
     assert outputs({})["val"] == ["loss", "mean_iou", "pixel_accuracy"]
     assert outputs({"class_weights": [1, 2]})["val"][-2:] == ["iou_0", "iou_1"]

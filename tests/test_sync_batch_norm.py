@@ -46,7 +46,7 @@ def test_switchable_layers_switched_off_normalise_like_plain_batch_norm() -> Non
     pytest.importorskip("horovod.tensorflow")
     from backends._sync_batch_norm import convert_batch_norm, horovod_switchable, set_synchronised
     from dsl.language.context import BuildContext
-    from dsl.networks import simple_cnn
+    from dsl.tasks.image_classification import simple_cnn
 
     context = BuildContext(pipeline={}, image_shape=(8, 8, 3), num_classes=3)
     model = simple_cnn.build({"filters": [4], "dense_units": 8, "batch_norm": True}, context)

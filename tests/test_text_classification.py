@@ -22,11 +22,11 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from dsl.datasets.synthetic_text import TextSpec, class_phrase, generate, write
-from dsl.inputters._text import VOCABULARY_FILE
 from dsl.language.context import BuildContext, Placement
 from dsl.language.errors import DslError
 from dsl.language.registry import lookup
+from dsl.tasks.text_classification._synthetic_data import TextSpec, class_phrase, generate, write
+from dsl.tasks.text_classification._text import VOCABULARY_FILE
 
 from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, kill_group, sigkill_when
 
@@ -345,7 +345,7 @@ def test_text_networks_refuse_image_data() -> None:
 
 # ------------------------------------------------------------------------------------------- modeler
 def test_text_and_image_classification_share_one_modeler() -> None:
-    from dsl.modelers._classification import ClassificationModeler
+    from dsl.modelers.classification import ClassificationModeler
 
     text, image = lookup("modeler", "text_classification"), lookup("modeler", "image_classification")
     assert text.batch == ("tokens", "class") and image.batch == ("image", "class")

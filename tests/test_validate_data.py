@@ -344,7 +344,7 @@ def write_records(path: Path, records: list[bytes]) -> None:
 
 
 def example(image: bytes, label: int) -> bytes:
-    from dsl.inputters._example_proto import example_class
+    from dsl.tasks.image_classification._example_proto import example_class
 
     message = example_class()()
     for key, value in (("image/encoded", image), ("image/class/label", label)):

@@ -1,1 +1,5 @@
-"""Augmenters components: one module per registered type (see dsl.language.registry)."""
+"""Augmenters every task can use: components any task may name, and what the tasks' own build on."""
+
+# What the tasks' components build on: public for them, walked by no registry (see
+# dsl.language.registry.is_component_module).
+LIBRARY = ("photometric",)

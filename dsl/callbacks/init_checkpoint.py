@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dsl.callbacks._init_checkpoint_check import check_init_checkpoint
 from dsl.engine.hooks import Callback
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -123,6 +124,7 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
         "when the classes change, layers skipped or frozen by group (head, backbone) or pattern."
     ),
     unique=True,
+    checks=[check_init_checkpoint],
 )
 class InitCheckpoint(Callback):
     """Lambda's pretrained model restored by name, with Model Garden's head / backbone groups.
@@ -215,21 +217,3 @@ class InitCheckpoint(Callback):
         self._frozen = frozen
         trainable = len(runner.model.trainable_weights)
         runner.print(f"init_checkpoint: froze {len(frozen)} layers; {trainable} variables stay trainable")
-
-
-# What validate (dsl/init_checkpoint_check.py) asks of a checkpoint; the readers are private here.
-def stored_shapes(prefix: str) -> dict[str, tuple[int, ...]]:
-    """The model variables a checkpoint (or .h5 file) holds, by name, with their shapes (imports TensorFlow)."""
-    from dsl.callbacks._pretrained import read_shapes
-
-    return read_shapes(prefix)
-
-
-def check_restore(model: Any, callback: dict[str, Any]) -> None:
-    """Match `model` with an init_checkpoint entry's file by name, as the run will, assigning
-    nothing; raises DslError with what the run would refuse."""
-    from dsl.callbacks._pretrained import read_stored, resolve
-    from dsl.callbacks._restore_plan import plan_restore
-
-    path = resolve(callback["path"])
-    plan_restore(model, read_stored(model, path), path, callback, list(callback.get("skip") or []))

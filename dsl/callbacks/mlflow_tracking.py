@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsl.callbacks._mlflow_check import check_mlflow_installed
 from dsl.engine.hooks import Callback
 from dsl.language.registry import register
 
@@ -63,6 +64,7 @@ _MAX_VALUE = 500  # MLflow refuses longer parameter values on some stores
         "step and per phase, the best model as artifacts; a resumed run continues its MLflow run. Needs "
         'pip install "dslrun[mlflow]".'
     ),
+    checks=[check_mlflow_installed],
 )
 class MlflowTracking(Callback):
     priority = "LOW"

@@ -24,10 +24,10 @@ from dsl.commands._common import CHECKPOINT_HELP, echo_err, load_or_exit, set_op
 @click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Only the N most probable classes.")
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
-              help="Directory for the files a prediction writes (segmentation masks); default: the run directory's predictions/.")
-@click.option("--overlay", is_flag=True, help="Segmentation: also write each image with its mask blended over it.")
+              help="Directory for the files a prediction writes (a modeler that predicts masks writes PNGs); default: the run directory's predictions/.")
+@click.option("--overlay", is_flag=True, help="A modeler that predicts masks: also write each image with its mask blended over it.")
 @click.option("--color", is_flag=True,
-              help="Segmentation: also write each mask in colour (<name>_color.png, one colour per class) for people; "
+              help="A modeler that predicts masks: also write each mask in colour (<name>_color.png, one colour per class) for people; "
               "the mask PNG itself stays class indices.")
 @user_errors
 def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], overrides: tuple[str, ...],

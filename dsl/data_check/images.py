@@ -3,7 +3,7 @@
 Pillow reads the header for size and mode and `verify()` checks the file's structure (PNG
 chunk checksums) without decoding the pixels; the digest of the file's bytes finds the same
 image listed in two splits. The cheap signature and end-marker checks come first, the same
-ones `skip_corrupt` applies (dsl.inputters._files), so both call the same files bad.
+ones `skip_corrupt` applies (dsl.inputters.files), so both call the same files bad.
 """
 
 from __future__ import annotations

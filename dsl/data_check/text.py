@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dsl.inputters import token_count
-
 # Ids the vectorizer reserves: padding and out-of-vocabulary.
 _RESERVED = 2
 
@@ -59,3 +57,8 @@ def describe(facts: dict[str, Any], inputter: dict[str, Any]) -> str:
     if "oov" in facts:
         parts.append(f"{facts['oov']:.1%} of tokens outside train's vocabulary")
     return "; ".join(parts)
+
+
+def token_count(word_count: int, ngrams: int) -> int:
+    """Tokens the vectorizer makes of `word_count` words: every n-gram up to `ngrams` (unigrams first)."""
+    return sum(max(0, word_count - n + 1) for n in range(1, ngrams + 1))

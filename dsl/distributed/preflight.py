@@ -52,7 +52,6 @@ PACKAGES = ("python", "dslrun", "tensorflow", "keras", "horovod", "mpi4py", "mpi
 # Compared only where found: horovodrun forwards PATH to its ranks, so mpirun on the remote
 # PATH is not needed; orted is (plain mpirun starts it by name on every host).
 OPTIONAL = ("mpirun",)
-SAMPLES_PER_CSV = 3
 
 
 # ------------------------------------------------------------------------------- the probe
@@ -98,7 +97,11 @@ def cannot_run_python(result: subprocess.CompletedProcess[str]) -> str:
 
 # --------------------------------------------------------------------- what the job reads
 def data_items(resolved: dict[str, Any], pipeline_files: Sequence[str], cwd: str) -> list[dict[str, str]]:
-    """The files and folders every host must read, as absolute paths, with how to check each."""
+    """The files and folders every host must read, as absolute paths, with how to check each: the
+    pipeline's files, the inputter's train/val/test sources, and what its type adds (`host_files`:
+    a sample of the images a CSV lists, a binary set's batches)."""
+    from dsl.language import registry
+
     items = [{"path": _absolute(path, cwd), "kind": "file"} for path in pipeline_files]
     inputter = resolved.get("inputter") or {}
     for mode in ("train", "val", "test"):
@@ -106,56 +109,13 @@ def data_items(resolved: dict[str, Any], pipeline_files: Sequence[str], cwd: str
             path = _absolute(str(value), cwd)
             kind = "glob" if glob.has_magic(path) else "dir" if os.path.isdir(path) else "file"
             items.append({"path": path, "kind": kind})
-            if inputter.get("type") == "image_classification_csv" and kind == "file":
-                items += [{"path": image, "kind": "file"} for image in csv_samples(path)]
-            if inputter.get("type") == "image_folder" and kind == "dir":
-                items += [{"path": image, "kind": "file"} for image in folder_samples(path)]
-    if inputter.get("type") == "cifar10_binary" and inputter.get("data_dir"):
-        items += cifar10_items(_absolute(str(inputter["data_dir"]), cwd))
+    kind_of = registry.lookup("inputter", inputter["type"]) if isinstance(inputter.get("type"), str) else None
+    if kind_of is not None and kind_of.host_files is not None:
+        items += [{"path": _absolute(path, cwd), "kind": kind} for path, kind in kind_of.host_files(inputter, cwd)]
     unique: dict[str, dict[str, str]] = {}
     for item in items:
         unique.setdefault(item["path"], item)
     return list(unique.values())
-
-
-def csv_samples(csv_path: str, count: int = SAMPLES_PER_CSV) -> list[str]:
-    """The first, middle and last images a CSV lists (read here; none when it is unreadable here)."""
-    import csv
-
-    rows: list[str] = []
-    try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-            for row in csv.reader(handle):
-                if len(row) == 2 and row[0].strip() and row[1].strip().lstrip("-").isdigit():
-                    rows.append(row[0].strip())
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return []
-    if not rows:
-        return []
-    picks = sorted({0, len(rows) // 2, len(rows) - 1})[:count]
-    folder = os.path.dirname(csv_path)
-    return [os.path.normpath(os.path.join(folder, rows[i])) for i in picks]
-
-
-def folder_samples(folder: str, count: int = SAMPLES_PER_CSV) -> list[str]:
-    picks = []
-    try:
-        classes = sorted(entry.path for entry in os.scandir(folder) if entry.is_dir())
-        for class_folder in classes[:count]:
-            images = sorted(entry.path for entry in os.scandir(class_folder)
-                            if entry.is_file() and entry.name.lower().endswith((".png", ".jpg", ".jpeg")))
-            picks += images[:1]
-    except OSError:
-        return []
-    return picks
-
-
-def cifar10_items(data_dir: str) -> list[dict[str, str]]:
-    from dsl.datasets.cifar10_format import BINARY_FOLDER, TEST_FILES, TRAIN_FILES
-
-    folder = os.path.join(data_dir, BINARY_FOLDER) if os.path.isdir(os.path.join(data_dir, BINARY_FOLDER)) else data_dir
-    return [{"path": data_dir, "kind": "dir"}] + [{"path": os.path.join(folder, name), "kind": "file"}
-                                                  for name in (*TRAIN_FILES, *TEST_FILES)]
 
 
 def pipeline_files(path: str) -> list[str]:

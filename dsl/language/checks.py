@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dsl.init_checkpoint_check import check_init_checkpoint
 from dsl.language import backend_registry, registry
 from dsl.language.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.errors import RegistryError
-from dsl.language.mlflow_check import check_mlflow_installed
 from dsl.language.outputs import check_phase_outputs
 from dsl.language.rules import declare
 from dsl.language.schedule_length import check_schedule_length
@@ -372,21 +370,6 @@ def check_lr_scaling(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
     )]
 
 
-def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """modeler.top_k below the number of classes: top-k of k classes or more is always 1."""
-    modeler = pipeline.get("modeler", {})
-    classes = pipeline.get("inputter", {}).get("num_classes") or pipeline.get("network", {}).get("num_classes")
-    found = []
-    for index, k in enumerate(modeler.get("top_k") or []):
-        if isinstance(classes, int) and isinstance(k, int) and k >= classes:
-            path: JsonPath = ("modeler", "top_k", index)
-            found.append(Diagnostic.at(
-                sources.locate(path), path,
-                f"top_{k}_accuracy is always 1 with {classes} classes; use values below {classes}, or remove it",
-            ))
-    return found
-
-
 def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Each section's own rules (`register(rules=...)`, see dsl.language.rules) against the declared data
     shapes: a U-Net's depth and the image size, three `classes` for four, a filter wider than a text."""
@@ -401,6 +384,21 @@ def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[
                 at = path + problem.key
                 other = _line(sources, problem.other) if problem.other is not None else ""
                 found.append(Diagnostic.at(sources.locate(at), at, problem.message.replace("{other}", other)))
+    return found
+
+
+def check_components_own(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Each used type's own checks of the whole pipeline (`register(checks=...)`), once per type:
+    an init_checkpoint's file, the package the mlflow callback needs, a classifier's top_k."""
+    found: list[Diagnostic] = []
+    seen: set[tuple[str, str]] = set()
+    for _, kind, section in _sections(pipeline):
+        component = _component(kind, section.get("type"))
+        if component is None or (kind, component.type) in seen:
+            continue
+        seen.add((kind, component.type))
+        for check in component.checks:
+            found += check(pipeline, sources)
     return found
 
 
@@ -439,10 +437,8 @@ CHECKS: list[Check] = [
     check_backend_settings,
     check_backends_own_rules,
     check_lr_scaling,
-    check_top_k,
     check_component_rules,
     check_phase_outputs,
     check_schedule_length,
-    check_init_checkpoint,
-    check_mlflow_installed,
+    check_components_own,
 ]

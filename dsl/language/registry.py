@@ -35,7 +35,8 @@ PHASE_OUTPUT_FORMAT = "phase-output"
 # outputs(section) or outputs(section, pipeline): phase -> output names the component adds.
 Outputs = Callable[..., dict[str, list[str]]]
 
-# kind -> the package holding its modules (the YAML section a user writes).
+# kind -> the package of its shared modules (the YAML section a user writes): components any task
+# can use (a Keras application, the callbacks) and what the tasks' components build on.
 KINDS: dict[str, str] = {
     "inputter": "dsl.inputters",
     "augmenter": "dsl.augmenters",
@@ -45,13 +46,26 @@ KINDS: dict[str, str] = {
 }
 
 
+# The tasks: each folder under dsl/tasks/ registers one task's components of every kind (its
+# inputters, augmenter, networks, modeler) and its data sets, from its public modules.
+TASKS_PACKAGE = "dsl.tasks"
+
 # Modules of a kind's package that hold no component: its base class.
 _BASE_MODULES = frozenset({"base"})
 
 
-def is_component_module(name: str) -> bool:
-    """Whether the module `name` of a kind's package is a component (walked by `load_all`)."""
-    return not name.startswith("_") and name not in _BASE_MODULES
+def is_component_module(name: str, package: Any = None) -> bool:
+    """Whether the module `name` of a component package registers components (walked by `load_all`):
+    public, not the base class, and not one the package's `LIBRARY` names (what tasks build on)."""
+    library = getattr(package, "LIBRARY", ())
+    return not name.startswith("_") and name not in _BASE_MODULES and name not in library
+
+
+def component_packages() -> list[str]:
+    """Every package whose modules register components: each kind's, then every task's folder."""
+    tasks = importlib.import_module(TASKS_PACKAGE)
+    found = sorted(info.name for info in pkgutil.iter_modules(tasks.__path__) if info.ispkg)
+    return [*KINDS.values(), *(f"{TASKS_PACKAGE}.{name}" for name in found)]
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,8 @@ class Component:
     batch: tuple[str, str] | None = None
     rules: tuple[Callable[..., Any], ...] = ()
     facts: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    host_files: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None
+    checks: tuple[Callable[..., Any], ...] = ()
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -113,6 +129,8 @@ def register(
     batch: tuple[str, str] | None = None,
     rules: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     facts: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    host_files: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None,
+    checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -133,7 +151,12 @@ def register(
     refuses a pipeline whose sections disagree (None = any). `rules` are what the component
     can tell from its parameters and the pipeline's declared data shapes (`dsl.language.rules`: a U-Net's
     depth against the image size), checked by `dslrun validate`; `facts` (inputters whose
-    parameters do not say them, e.g. cifar10_binary's 10 classes) gives those shapes. `extra` is merged into the component's schema (e.g.
+    parameters do not say them, e.g. cifar10_binary's 10 classes) gives those shapes. `host_files(params, cwd)`
+    (inputters) names what every host must read beyond the train/val/test sources, as (path,
+    "file" | "dir"), for `dslrun doctor --hosts`. `checks` are what the component can tell only
+    from the whole pipeline or the machine (`check(pipeline, sources) -> [Diagnostic]`: a
+    checkpoint's path, an optional package), run once by `dslrun validate` when the pipeline
+    uses the type. `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -170,6 +193,8 @@ def register(
             batch=tuple(batch) if batch else None,  # type: ignore[arg-type]
             rules=tuple(rules),
             facts=facts,
+            host_files=host_files,
+            checks=tuple(checks),
         )
         return builder
 
@@ -194,10 +219,10 @@ def load_all() -> None:
     global _LOADED
     if _LOADED:
         return
-    for package_name in KINDS.values():
+    for package_name in component_packages():
         package = importlib.import_module(package_name)
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if is_component_module(info.name):
+            if is_component_module(info.name, package):
                 importlib.import_module(f"{package_name}.{info.name}")
     _LOADED = True
 
@@ -217,7 +242,8 @@ def lookup(kind: str, type: str) -> Component:
         known = ", ".join(sorted(_REGISTRY.get(kind, {}))) or "none"
         raise RegistryError(
             f"no {kind} of type {type!r} is registered (known: {known}); "
-            f"make sure its module is under {KINDS.get(kind, 'dsl')} and calls register()"
+            f"make sure its module is under {KINDS.get(kind, 'dsl')} or a task's folder ({TASKS_PACKAGE}.<task>), "
+            "or is a plugin (--plugin MODULE), and calls register()"
         ) from None
 
 

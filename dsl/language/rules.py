@@ -130,7 +130,7 @@ def example_spec(batch: tuple[str, str], declared: Declared) -> list[PartSpec] |
     declares (`register(batch=...)`) and the declared facts; None for words it does not know.
     `dslrun validate --build` fills them with zeros.
 
-    "boxes" is the detection inputters' target (dsl/inputters/_detection.py): `max_boxes` rows
+    "boxes" is the detection inputters' target (dsl/tasks/object_detection/_inputter.py): `max_boxes` rows
     of [y_min, x_min, y_max, x_max], their classes and a count; zeros are an image whose rows
     are all padding (count 0), which traces the same graph as one with boxes."""
     image = tuple(declared.image_shape) if declared.image_shape else (1, 1, 1)

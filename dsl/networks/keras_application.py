@@ -23,7 +23,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
-from dsl.networks._common import NUM_CLASSES_PARAM, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, num_classes, with_defaults
 
 # The model constructors of tf.keras.applications in TensorFlow 2.15 (a test keeps this in sync).
 APPLICATIONS = (

@@ -11,7 +11,7 @@ from typing import Any
 from dsl.engine.contracts import Model
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks._common import (
+from dsl.networks.common import (
     DROPOUT_PARAM,
     NUM_CLASSES_PARAM,
     image_input,

@@ -1,0 +1,183 @@
+"""`dslrun validate` on `init_checkpoint`: the path, the patterns and, with TensorFlow, the names.
+
+Without TensorFlow (plain `validate`, which never imports it):
+- `path` names a readable checkpoint: a run directory (or its checkpoints/ or best/) with a
+  `checkpoint` file naming a prefix whose `.index` is there, a prefix with its `.index`, or
+  an `.h5` file. A path that does not exist is a warning, not an error: a fine-tuning
+  pipeline is written (and validated in CI) before the base run that writes its checkpoint;
+  `dslrun run` stops with an error if it is still missing then.
+- every `skip` / `trainable` entry is `head`, `backbone` or a valid regular expression;
+- `unfreeze_after_epochs` has something to unfreeze (`trainable` is set), and
+  `backbone_lr_multiplier` is used with an optimizer it works with (not an adaptive one).
+
+With TensorFlow already imported (`validate --build`), the checkpoint is opened and the
+variable names and shapes it holds are read (`checkpoint_names`: its index and object
+graph, no values): a file TensorFlow cannot read is an error. With a built model,
+`restore_diagnostics` matches it by name as the run will (nothing assigned).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
+
+GROUPS = ("head", "backbone")  # dsl.networks._groups.GROUPS, without importing networks
+ADAPTIVE = ("adam", "adamw", "rmsprop")  # optimizers that divide a gradient's scale out (dsl.engine.gradient_scale)
+
+
+def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Every init_checkpoint callback's path and patterns (see the module's docstring)."""
+    found: list[Diagnostic] = []
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        if not isinstance(callback, dict) or callback.get("type") != "init_checkpoint":
+            continue
+        found += _patterns(callback, ("callbacks", index), sources)
+        found += _phases(callback, ("callbacks", index), pipeline, sources)
+        path = callback.get("path")
+        if isinstance(path, str):
+            where: JsonPath = ("callbacks", index, "path")
+            problem, severity = checkpoint_problem(path)
+            if problem is None and "tensorflow" in sys.modules:
+                problem, severity = _names_problem(path), "error"
+            if problem is not None:
+                found.append(Diagnostic.at(sources.locate(where), where, problem, severity))
+    return found
+
+
+def _patterns(callback: dict[str, Any], base: JsonPath, sources: SourceMap) -> list[Diagnostic]:
+    found = []
+    for key in ("skip", "trainable"):
+        for position, entry in enumerate(callback.get(key) or []):
+            if not isinstance(entry, str) or entry in GROUPS:
+                continue
+            try:
+                re.compile(entry)
+            except re.error as exc:
+                path = (*base, key, position)
+                found.append(Diagnostic.at(sources.locate(path), path,
+                                           f"{entry!r} is not a regular expression ({exc}); escape special "
+                                           f"characters with a backslash, or use head or backbone"))
+    return found
+
+
+def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Two-phase settings that cannot work: nothing to unfreeze, a multiplier Adam divides out."""
+    found = []
+    if callback.get("unfreeze_after_epochs") is not None and callback.get("trainable") is None:
+        path = (*base, "unfreeze_after_epochs")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   "there is nothing to unfreeze: every layer trains from the start without "
+                                   "`trainable`; add trainable: [head] for a first phase with the backbone frozen"))
+    optimizer = ((pipeline.get("modeler") or {}).get("optimizer") or {}).get("type")
+    multiplier = callback.get("backbone_lr_multiplier", 1.0)
+    if multiplier != 1.0 and optimizer in ADAPTIVE:
+        path = (*base, "backbone_lr_multiplier")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   f"the multiplier scales the backbone's gradients, which the {optimizer} optimizer "
+                                   f"normalises away; use modeler.optimizer.type momentum (or sgd, nesterov), or "
+                                   f"remove backbone_lr_multiplier"))
+    return found
+
+
+def resolve_prefix(path: str) -> str | None:
+    """The checkpoint prefix (or .h5 file) `path` designates, as init_checkpoint reads it; None if none."""
+    given = Path(path)
+    if given.name.endswith(".h5"):
+        return path if given.is_file() else None
+    if given.is_dir():
+        for directory in (given, given / "checkpoints"):
+            prefix = _latest(directory)
+            if prefix is not None:
+                return prefix
+        return None
+    return path if Path(f"{path}.index").is_file() else None
+
+
+def _latest(directory: Path) -> str | None:
+    """The prefix the directory's `checkpoint` file names (TensorFlow's text format), if present."""
+    try:
+        text = (directory / "checkpoint").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = re.search(r'^model_checkpoint_path:\s*"(.*)"\s*$', text, re.MULTILINE)
+    if match is None:
+        return None
+    prefix = Path(match.group(1))
+    return str(prefix if prefix.is_absolute() else directory / prefix)
+
+
+def checkpoint_problem(path: str) -> tuple[str | None, str]:
+    """(what is wrong with `path` as init_checkpoint.path, severity), or (None, "") when it is usable."""
+    given = Path(path)
+    if not given.exists() and not Path(f"{path}.index").exists():
+        return (f"{path!r} does not exist (yet); the run stops with an error unless a run writes it first: "
+                f"train the base pipeline whose runner.model_dir it is, or fix the path"), "warning"
+    prefix = resolve_prefix(path)
+    if prefix is None:
+        return (f"{path!r} is not a checkpoint dslrun can read: give a run directory (or its checkpoints/ or "
+                f"best/, which hold a `checkpoint` file), a prefix such as .../ckpt-100 (beside its .index), "
+                f"or a Keras .h5 / .weights.h5 file"), "error"
+    if not prefix.endswith(".h5") and not Path(f"{prefix}.index").is_file():
+        return (f"{path!r}: its `checkpoint` file names {prefix}, whose .index is missing (deleted or "
+                f"damaged); give another checkpoint"), "error"
+    return None, ""
+
+
+def _names_problem(path: str) -> str | None:
+    """With TensorFlow: the file opened and its variable names read."""
+    from dsl.language.errors import DslError
+
+    prefix = resolve_prefix(path)
+    if prefix is None or prefix.endswith(".h5"):
+        return None  # a .weights.h5 file stores no names: paired with the model when the run loads it
+    try:
+        names = checkpoint_names(prefix)
+    except (DslError, OSError, ValueError) as exc:
+        return f"{path!r} cannot be read as a checkpoint: {exc}"
+    except Exception as exc:  # TensorFlow's own errors (DataLossError, ...), a damaged file
+        return f"{path!r} cannot be read as a checkpoint: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    if not names:
+        return f"{path!r} holds no model variable"
+    return None
+
+
+def checkpoint_names(prefix: str) -> dict[str, tuple[int, ...]]:
+    """The model variables a checkpoint (or .h5 file) holds, by name, with their shapes (TensorFlow)."""
+    from dsl.callbacks._pretrained import read_shapes
+
+    return read_shapes(prefix)
+
+
+def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any) -> list[Diagnostic]:
+    """With a built `model` (`validate --build`): each init_checkpoint matched with its file by
+    name, as the run will (dsl.callbacks._restore_plan, nothing assigned); what the run would
+    refuse, located at the callback's path."""
+    from dsl.language.errors import DslError
+
+    found = []
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        if not isinstance(callback, dict) or callback.get("type") != "init_checkpoint":
+            continue
+        if not isinstance(callback.get("path"), str) or checkpoint_problem(callback["path"])[0] is not None:
+            continue  # said by check_init_checkpoint
+        where: JsonPath = ("callbacks", index, "path")
+        try:
+            check_restore(model, callback)
+        except DslError as exc:
+            found.append(Diagnostic.at(sources.locate(where), where, str(exc)))
+    return found
+
+
+def check_restore(model: Any, callback: dict[str, Any]) -> None:
+    """Match `model` with an init_checkpoint entry's file by name, as the run will, assigning
+    nothing; raises DslError with what the run would refuse."""
+    from dsl.callbacks._pretrained import read_stored, resolve
+    from dsl.callbacks._restore_plan import plan_restore
+
+    path = resolve(callback["path"])
+    plan_restore(model, read_stored(model, path), path, callback, list(callback.get("skip") or []))

@@ -1,0 +1,43 @@
+"""`image_classification`: softmax cross-entropy + L2, an optimizer, a learning-rate schedule, accuracy.
+
+The modeler is what TF Model Garden calls a Task: the network says what the model is, the
+modeler says what it learns and how. The loop calls exactly the methods of
+`dsl.engine.contracts.Modeler`; TensorFlow is imported inside them, never when the module is imported.
+
+A classifier's loss, metrics, predictions and predict records are the same whatever it
+classifies: they are `dsl.modelers.classification.ClassificationModeler`, which
+`text_classification` shares. This module declares the type for images; what every
+modeler shares (optimizer, lr_schedule, weight_decay) is `dsl.modelers.base.BaseModeler`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.engine.contracts import Modeler
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
+from dsl.language.rules import checked
+from dsl.modelers.base import check_patterns
+from dsl.modelers.classification import PARAMS, ClassificationModeler, check_top_k, metric_names, outputs
+
+__all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "outputs"]
+
+
+@register(
+    "modeler",
+    "image_classification",
+    rules=[checked(check_patterns)],
+    params=PARAMS,
+    description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
+    outputs=outputs,
+    batch=("image", "class"),
+    checks=[check_top_k],
+)
+def build(params: dict[str, Any], context: BuildContext) -> Modeler:
+    """The modeler for the resolved `modeler` section."""
+    return ImageClassificationModeler(params, context)
+
+
+class ImageClassificationModeler(ClassificationModeler):
+    """The classifier of images: `ClassificationModeler` as is (its `batch` is (image, class))."""

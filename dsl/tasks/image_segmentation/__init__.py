@@ -1,0 +1,1 @@
+"""Image segmentation: an image in, a class per pixel out (CSV of image and PNG mask pairs; FCN, U-Net)."""

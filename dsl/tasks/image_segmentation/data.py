@@ -1,0 +1,35 @@
+"""`dslrun data synthetic-segmentation`: images and class-index PNG masks on disk.
+
+    dslrun data synthetic-segmentation --out data/shapes
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dsl.datasets import register, require_image_libraries, say_written
+
+
+@register
+@click.command("synthetic-segmentation")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
+@click.option("--num-train", type=click.IntRange(min=1), default=400, show_default=True, help="Train images.")
+@click.option("--num-val", type=click.IntRange(min=1), default=100, show_default=True, help="Eval images.")
+@click.option("--num-classes", type=click.IntRange(min=2, max=255), default=4, show_default=True,
+              help="Classes, background (0) included.")
+@click.option("--image-size", type=click.IntRange(min=8, max=1024), default=64, show_default=True, help="Height and width in pixels.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated images.")
+@click.option("--force", is_flag=True, help="Write the images again even when the directory is complete.")
+def synthetic_segmentation(out: Path, num_train: int, num_val: int, num_classes: int, image_size: int, seed: int,
+                           force: bool) -> None:
+    """A small learnable segmentation set: shapes on noise, a class-index PNG mask per image."""
+    require_image_libraries()
+    from dsl.tasks.image_segmentation._synthetic_data import SegmentationSpec, write
+
+    spec = SegmentationSpec(num_train, num_val, num_classes, image_size, seed)
+    written, counts = write(out, spec, force)
+    say_written(out, written, counts, "images and masks", f"{num_classes} classes, {image_size}x{image_size} RGB")
+    click.echo(f"use it with: inputter: {{type: image_segmentation_csv, train: {out / 'train.csv'}, "
+               f"val: {out / 'eval.csv'}, num_classes: {num_classes}}}")

@@ -1,0 +1,329 @@
+"""The images and boxes of a detection data set, listed in Python: box CSVs and COCO JSON files.
+
+TensorFlow-free: the detection inputters build from it, and `dslrun validate --data` lists
+the same examples with it. Every box is checked where it is written, so a bad one is
+reported with the CSV file and line, or the JSON file and annotation id: coordinates that
+are not numbers, `min >= max`, a box reaching outside its image, an unknown label. Image
+sizes come from the COCO `images` entries, or (CSV) from the image file's header (Pillow,
+no decoding).
+
+Boxes are kept normalised, `[y_min, x_min, y_max, x_max]` in [0, 1] of the image (the
+order of `tf.image.combined_non_max_suppression` and the TF Object Detection API), so
+resizing an image to the pipeline's `image_shape` leaves them unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsl.inputters.common import data_rows
+
+BOX_COLUMNS = ("image_path", "x_min", "y_min", "x_max", "y_max", "label")
+
+
+@dataclass(frozen=True)
+class BoxProblem:
+    """A bad row or annotation: the file, the line (0 when the file has no lines to name), what is wrong."""
+
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file} line {self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
+
+
+@dataclass
+class ImageBoxes:
+    """One image and its boxes: normalised [y_min, x_min, y_max, x_max] and class indices."""
+
+    path: str
+    origin: str  # "train.csv line 2", "train.json image id 7"
+    file: str  # the listing file and line it is first named at
+    line: int
+    size: tuple[int, int] = (0, 0)  # (width, height) in pixels
+    boxes: list[tuple[float, float, float, float]] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    crowd: int = 0  # iscrowd annotations left out of training and scoring
+
+
+def class_index(label: str, classes: list[str] | None, num_classes: int) -> int | str:
+    """`label` (an index, or a name of `classes`) as a class index, or why it is none."""
+    text = label.strip()
+    if classes and text in classes:
+        return classes.index(text)
+    try:
+        index = int(text)
+    except ValueError:
+        known = f"one of {', '.join(classes)}" if classes else "a class index (or set inputter.classes to use names)"
+        return f"unknown label {text!r}; expected {known}"
+    if not 0 <= index < num_classes:
+        return f"label {index} is outside 0..{num_classes - 1}; fix the row or inputter.num_classes"
+    return index
+
+
+def box_problem(x_min: float, y_min: float, x_max: float, y_max: float, size: tuple[int, int]) -> str | None:
+    """Why a pixel box cannot be trained on, or None."""
+    width, height = size
+    if x_min >= x_max or y_min >= y_max:
+        return f"box ({x_min:g}, {y_min:g}, {x_max:g}, {y_max:g}) has min >= max; expected x_min < x_max and y_min < y_max"
+    if x_min < 0 or y_min < 0 or x_max > width or y_max > height:
+        return (f"box ({x_min:g}, {y_min:g}, {x_max:g}, {y_max:g}) reaches outside its {width}x{height} image; "
+                "coordinates are pixels, 0 <= x <= width, 0 <= y <= height")
+    return None
+
+
+def normalised(x_min: float, y_min: float, x_max: float, y_max: float,
+               size: tuple[int, int]) -> tuple[float, float, float, float]:
+    width, height = size
+    return (y_min / height, x_min / width, y_max / height, x_max / width)
+
+
+# ------------------------------------------------------------------------------ CSV
+def csv_images(csv_path: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | BoxProblem]:
+    """Every image of a box CSV (rows grouped by image, in the order first named) and every bad row."""
+    images: dict[str, ImageBoxes] = {}
+    problems: list[BoxProblem] = []
+    rows = _rows(csv_path)
+    for line, row in rows:
+        found = _csv_row(csv_path, line, row, images, params)
+        if isinstance(found, BoxProblem):
+            problems.append(found)
+    yield from problems
+    yield from images.values()
+
+
+def _rows(csv_path: Path) -> Iterator[tuple[int, list[str]]]:
+    return data_rows(csv_path, lambda row: [cell.strip() for cell in row] == list(BOX_COLUMNS))
+
+
+def _csv_row(csv_path: Path, line: int, row: list[str], images: dict[str, ImageBoxes],
+             params: dict[str, Any]) -> BoxProblem | None:
+    """Add one row's box to its image (creating the image at its first row); the row's problem, or None."""
+    where = str(csv_path)
+    if len(row) != len(BOX_COLUMNS):
+        return BoxProblem(where, line, f"expected {len(BOX_COLUMNS)} columns `{','.join(BOX_COLUMNS)}`, "
+                                       f"found {len(row)}: {','.join(row)[:80]}")
+    cells = [cell.strip() for cell in row]
+    if not cells[0]:
+        return BoxProblem(where, line, "the image path is empty")
+    path = os.path.normpath(os.path.join(csv_path.parent, cells[0]))
+    image = images.get(path)
+    if image is None:
+        size = _image_size(path)
+        if isinstance(size, str):
+            return BoxProblem(where, line, f"image {path} {size}; fix the row or the file")
+        image = images[path] = ImageBoxes(path, f"{csv_path.name} line {line}", where, line, size)
+    if not any(cells[1:]):
+        return None  # an image without boxes
+    try:
+        x_min, y_min, x_max, y_max = (float(cell) for cell in cells[1:5])
+    except ValueError:
+        return BoxProblem(where, line, f"box coordinates {','.join(cells[1:5])} are not all numbers; "
+                                       "write pixel coordinates, or leave all five box fields empty for an image without boxes")
+    label = class_index(cells[5], params.get("classes"), params["num_classes"])
+    problem = label if isinstance(label, str) else box_problem(x_min, y_min, x_max, y_max, image.size)
+    if problem:
+        return BoxProblem(where, line, problem)
+    return _add(image, (x_min, y_min, x_max, y_max), int(label), params, BoxProblem(where, line, ""))
+
+
+def _add(image: ImageBoxes, box: tuple[float, float, float, float], label: int, params: dict[str, Any],
+         at: BoxProblem) -> BoxProblem | None:
+    if len(image.boxes) >= params["max_boxes"]:
+        return BoxProblem(at.file, at.line, f"image {image.path} has more than inputter.max_boxes "
+                                            f"({params['max_boxes']}) boxes; raise max_boxes")
+    image.boxes.append(normalised(*box, image.size))
+    image.labels.append(label)
+    return None
+
+
+def _image_size(path: str) -> tuple[int, int] | str:
+    """(width, height) from the image's header, or why it cannot be read."""
+    from PIL import Image
+
+    if not os.path.isfile(path):
+        return "does not exist"
+    try:
+        with Image.open(path) as opened:
+            return (int(opened.size[0]), int(opened.size[1]))
+    except Exception as exc:  # any decoder failure means the file is bad
+        return f"cannot be read ({type(exc).__name__}: {exc})"
+
+
+# ------------------------------------------------------------------------------ COCO
+def coco_images(json_path: Path, image_dir: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | BoxProblem]:
+    """Every image of a COCO annotations file and every bad annotation (named by its id).
+
+    Categories map to contiguous class indices in the order of their ids; `iscrowd`
+    annotations are counted but left out.
+    """
+    where = str(json_path)
+    try:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        yield BoxProblem(where, 0, f"cannot read COCO annotations: {exc}; expected a JSON object with images, "
+                                   "annotations and categories")
+        return
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), list) for key in ("images", "annotations", "categories")):
+        yield BoxProblem(where, 0, "not COCO annotations: expected a JSON object with lists images, annotations and categories")
+        return
+    categories = sorted(c["id"] for c in data["categories"] if isinstance(c, dict) and "id" in c)
+    index = {category: k for k, category in enumerate(categories)}
+    if len(categories) != params["num_classes"]:
+        yield BoxProblem(where, 0, f"{len(categories)} categories but inputter.num_classes is {params['num_classes']}; "
+                                   "make them agree")
+    images: dict[Any, ImageBoxes] = {}
+    for entry in data["images"]:
+        try:
+            path = os.path.normpath(os.path.join(image_dir, entry["file_name"]))
+            images[entry["id"]] = ImageBoxes(path, f"{json_path.name} image id {entry['id']}", where, 0,
+                                             (int(entry["width"]), int(entry["height"])))
+        except (KeyError, TypeError, ValueError):
+            yield BoxProblem(where, 0, f"image entry {str(entry)[:80]} lacks id, file_name, width or height")
+    for annotation in data["annotations"]:
+        problem = _coco_annotation(annotation, images, index, params, where)
+        if problem:
+            yield problem
+    yield from images.values()
+
+
+def _coco_annotation(annotation: Any, images: dict[Any, ImageBoxes], index: dict[Any, int],
+                     params: dict[str, Any], where: str) -> BoxProblem | None:
+    ident = annotation.get("id") if isinstance(annotation, dict) else None
+
+    def problem(message: str) -> BoxProblem:
+        return BoxProblem(where, 0, f"annotation id {ident}: {message}")
+
+    if not isinstance(annotation, dict):
+        return problem("not an object")
+    image = images.get(annotation.get("image_id"))
+    if image is None:
+        return problem(f"image_id {annotation.get('image_id')} is not in images")
+    if annotation.get("category_id") not in index:
+        return problem(f"category_id {annotation.get('category_id')} is not in categories")
+    if annotation.get("iscrowd"):
+        image.crowd += 1
+        return None
+    try:
+        x, y, width, height = (float(v) for v in annotation["bbox"])
+    except (KeyError, TypeError, ValueError):
+        return problem("bbox is not [x, y, width, height] numbers")
+    box = (x, y, x + width, y + height)
+    found = box_problem(*box, image.size)
+    if found:
+        return problem(found)
+    added = _add(image, box, index[annotation["category_id"]], params, BoxProblem(where, 0, ""))
+    return problem(added.message) if added else None
+
+
+# ------------------------------------------------------------------------------ shared parameters
+def detection_params() -> dict[str, dict[str, Any]]:
+    """The parameters both detection inputters take beside their sources."""
+    from dsl.inputters.common import COMMON_PARAMS, image_shape_param
+
+    common = {name: spec for name, spec in COMMON_PARAMS.items() if name != "skip_corrupt"}
+    return {
+        "num_classes": {
+            "description": "Object classes (no background class); labels are 0 .. num_classes-1.",
+            "type": "integer",
+            "minimum": 1,
+        },
+        "classes": {
+            "description": ("Names of the classes, class 0 first: labels may be written as these names, and predict "
+                            "and the per-class AP use them; null = numbered (COCO: the categories' names)."),
+            "type": ["array", "null"],
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "default": None,
+        },
+        "max_boxes": {
+            "description": ("Boxes per image a batch holds: each image's boxes are padded to it, with their count "
+                            "beside them; an image with more is an error naming it."),
+            "type": "integer",
+            "minimum": 1,
+            "default": 100,
+        },
+        "image_shape": image_shape_param([64, 64, 3]),
+        **common,
+    }
+
+
+def class_names_of(params: dict[str, Any]) -> list[str] | None:
+    """`classes`, checked against `num_classes` (the same rule `dslrun validate` applies)."""
+    from dsl.language.errors import DslError
+
+    names = params.get("classes")
+    if names is not None and len(names) != params["num_classes"]:
+        raise DslError(f"inputter.classes: {len(names)} names for num_classes {params['num_classes']}; "
+                       "give one name per class")
+    return list(names) if names is not None else None
+
+
+# ------------------------------------------------------------------------------ sources
+def listed_images(params: dict[str, Any], mode: str, layout: str) -> Iterator[ImageBoxes | BoxProblem | str]:
+    """Every image of `mode`'s files (`layout` 'csv' or 'coco'), every bad row or annotation, and
+    a string for a problem of the setting itself (a missing file: reported at inputter.<mode>)."""
+    from dsl.inputters.common import as_list, existing_dir, existing_file
+    from dsl.language.errors import DslError
+
+    key = f"inputter.{mode}"
+    for value in as_list(params.get(mode)):
+        try:
+            path = existing_file(value, key)
+            if layout == "csv":
+                yield from _nonempty(csv_images(path, params), value, key)
+            else:
+                folder = existing_dir(params["image_dir"], "inputter.image_dir") if params.get("image_dir") else path.parent
+                yield from _nonempty(coco_images(path, folder, params), value, key)
+        except DslError as exc:
+            yield str(exc).replace("dslrun data synthetic --out", "dslrun data synthetic-detection --out")
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            yield f"{key}: cannot read {value}: {exc}"
+
+
+def _nonempty(items: Iterator[ImageBoxes | BoxProblem], value: str, key: str) -> Iterator[ImageBoxes | BoxProblem | str]:
+    images = 0
+    for item in items:
+        images += isinstance(item, ImageBoxes)
+        yield item
+    if not images:
+        yield f"{key}: {value} lists no images; expected rows `{','.join(BOX_COLUMNS)}` or COCO images"
+
+
+def read_sources(params: dict[str, Any], layout: str) -> dict[str, list[ImageBoxes]]:
+    """The images of every declared mode; the first problem found is raised as a located DslError."""
+    from dsl.inputters.common import MODES
+    from dsl.language.errors import DslError
+
+    class_names_of(params)
+    listings: dict[str, list[ImageBoxes]] = {}
+    for mode in MODES:
+        if params.get(mode) is None:
+            continue
+        listings[mode] = []
+        for item in listed_images(params, mode, layout):
+            if not isinstance(item, ImageBoxes):
+                raise DslError(str(item))
+            listings[mode].append(item)
+    return listings
+
+
+def coco_class_names(params: dict[str, Any]) -> list[str] | None:
+    """The category names of the first declared COCO file, in the order of their ids (None when unnamed)."""
+    from dsl.inputters.common import MODES, as_list
+
+    for mode in MODES:
+        for value in as_list(params.get(mode)):
+            try:
+                categories = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))["categories"]
+                return [str(c.get("name", c["id"])) for c in sorted(categories, key=lambda c: c["id"])]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return None
+    return None

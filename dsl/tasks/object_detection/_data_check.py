@@ -1,0 +1,102 @@
+"""`dslrun validate --data` for the detection inputters: every image, every box, and box statistics.
+
+Lists the images as the inputter does (dsl/tasks/object_detection/_box_listing.py), every bad row or
+annotation a located problem, and sums the boxes up: per image, per class, and their sides
+at the fed image size against the network's anchors (a box far smaller than the smallest
+anchor, or far larger than the largest, matches no anchor at the usual IoU 0.5 and is
+never learnt). No TensorFlow.
+
+The data check counts one class per example (it was written for classification): an image
+is counted for the class of its boxes counted least so far, so a class is reported missing
+from a split exactly when no box of the split has it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dsl.data_check.examples import Example, Problem, Split
+from dsl.inputters.common import as_list
+from dsl.language.diagnostics import Location
+from dsl.tasks.object_detection._box_listing import BoxProblem, ImageBoxes, class_names_of, listed_images
+
+# A box whose side is below this share of the smallest anchor side (or above its inverse times
+# the largest) overlaps every anchor with an IoU under 0.5.
+ANCHOR_REACH = 0.5
+
+
+class BoxStats:
+    """Boxes per image, per class and their sides in pixels of the fed image."""
+
+    def __init__(self, image_shape: list[int]) -> None:
+        self.height, self.width = image_shape[0], image_shape[1]
+        self.per_image: list[int] = []
+        self.classes: Counter[int] = Counter()
+        self.sides: list[float] = []
+
+    def add(self, image: ImageBoxes) -> None:
+        self.per_image.append(len(image.boxes))
+        self.classes.update(image.labels)
+        self.sides += [math.sqrt((y1 - y0) * self.height * (x1 - x0) * self.width) for y0, x0, y1, x1 in image.boxes]
+
+    def lines(self, pipeline: dict[str, Any], names: list[str] | None) -> list[str]:
+        if not self.per_image:
+            return []
+        boxes = sum(self.per_image)
+        lines = [f"{boxes} boxes, {min(self.per_image)}-{max(self.per_image)} per image "
+                 f"(mean {boxes / len(self.per_image):.1f})"]
+        if self.classes:
+            lines.append("per class: " + ", ".join(
+                f"{names[k] if names and k < len(names) else k} {count}" for k, count in sorted(self.classes.items())))
+        if self.sides:
+            ordered = sorted(self.sides)
+            lines.append(f"box sides {ordered[0]:.0f}-{ordered[-1]:.0f} px (median {ordered[len(ordered) // 2]:.0f}) "
+                         f"at {self.height}x{self.width}")
+            lines += self._against_anchors(pipeline, ordered)
+        return lines
+
+    def _against_anchors(self, pipeline: dict[str, Any], sides: list[float]) -> list[str]:
+        from dsl.tasks.object_detection._anchors import anchor_sides
+
+        anchors = anchor_sides(pipeline.get("network") or {})
+        if not anchors:
+            return []
+        low, high = min(anchors), max(anchors)
+        small = sum(1 for side in sides if side < ANCHOR_REACH * low)
+        large = sum(1 for side in sides if side > high / ANCHOR_REACH)
+        text = f"anchors {low:.0f}-{high:.0f} px"
+        if small or large:
+            text += (f": {small} boxes smaller than half the smallest anchor and {large} larger than twice the largest "
+                     "match no anchor well; adjust network.anchors")
+        return [text]
+
+
+def detection_split(params: dict[str, Any], mode: str, layout: str) -> Split:
+    """The split of `mode`: an Example per image, a Problem per bad row or annotation, box statistics after."""
+    stats = BoxStats(params.get("image_shape") or [64, 64, 3])
+    names = class_names_of(params) if params.get("classes") is None or len(params["classes"]) == params["num_classes"] else None
+    split = Split(_items(params, mode, layout, stats), source=", ".join(as_list(params[mode])), class_names=names)
+    split.details = lambda pipeline: stats.lines(pipeline, names)
+    return split
+
+
+def _items(params: dict[str, Any], mode: str, layout: str, stats: BoxStats) -> Iterator[Example | Problem]:
+    counted: Counter[int] = Counter()
+    for item in listed_images(params, mode, layout):
+        if isinstance(item, str):
+            yield Problem(item)
+        elif isinstance(item, BoxProblem):
+            if item.line:
+                yield Problem(item.message, Location(item.file, item.line, 1))
+            else:
+                yield Problem(str(item))
+        else:
+            stats.add(item)
+            label = min(set(item.labels), key=lambda k: (counted[k], k)) if item.labels else 0
+            counted[label] += 1
+            where = Location(item.file, item.line or 1, 1)
+            yield Example(label, item.origin if item.line else f"{Path(item.file).name}: {item.origin}", where, path=item.path)

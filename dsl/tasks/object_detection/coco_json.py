@@ -1,0 +1,55 @@
+"""`coco_json`: images and their boxes from COCO annotation files.
+
+`images` (id, file_name, width, height), `annotations` (image_id, category_id, bbox as
+[x, y, width, height] in pixels, iscrowd) and `categories` (id, name). Categories become
+the contiguous class indices 0 .. num_classes-1 in the order of their ids, and name the
+classes unless `classes` does; `iscrowd` annotations are left out of training and
+scoring. `file_name` is relative to `image_dir` (default: the JSON file's folder). A bad
+annotation is an error naming the file and the annotation id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl.engine.contracts import Inputter
+from dsl.inputters.common import source_params, with_defaults
+from dsl.language.context import BuildContext
+from dsl.language.registry import register
+from dsl.language.rules import one_per_class
+from dsl.tasks.object_detection._box_listing import detection_params
+
+PARAMS: dict[str, dict[str, Any]] = {
+    **source_params("a COCO annotations JSON file", {"type": "string", "minLength": 1}),
+    "image_dir": {
+        "description": "Folder the images' file_name are relative to; null = each JSON file's own folder.",
+        "type": ["string", "null"],
+        "default": None,
+    },
+    **detection_params(),
+}
+
+def examples(params: dict[str, Any], mode: str) -> Any:
+    """The images of `mode` for `dslrun validate --data`, each bad annotation a problem naming its id."""
+    from dsl.tasks.object_detection._data_check import detection_split
+
+    return detection_split(params, mode, "coco")
+
+
+@register(
+    "inputter",
+    "coco_json",
+    params=PARAMS,
+    required=("num_classes",),
+    examples=examples,
+    description="Images and boxes from COCO annotation JSON files (bbox [x, y, w, h]; categories -> class indices).",
+    batch=("image", "boxes"),
+    rules=[one_per_class("classes", "class names", "inputter")],
+)
+def build(params: dict[str, Any], context: BuildContext) -> Inputter:
+    """Read every declared JSON now (errors name the file and annotation id); pixels are read while training."""
+    from dsl.tasks.object_detection._box_listing import coco_class_names, read_sources
+    from dsl.tasks.object_detection._inputter import DetectionInputter
+
+    p = with_defaults(params, PARAMS)
+    return DetectionInputter(p, read_sources(p, "coco"), coco_class_names(p))
