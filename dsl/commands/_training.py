@@ -1,7 +1,8 @@
 """From a resolved pipeline to a ready Runner: backend, TensorFlow settings, components.
 
-The composition root: the one module of the engine that meets the concrete backends
-(`backends.select`); everything else in dsl/engine/ knows them by `contracts.Backend`.
+The composition root, for `run`, `eval`, `predict` and `export`: the one module that meets the
+concrete backends (`backends.select`) and the engine together; the engine knows a backend only
+by `contracts.Backend`, and imports none.
 """
 
 from __future__ import annotations
