@@ -31,9 +31,9 @@ _KNOBS: dict[str, tuple[str, Callable[[Any], str]]] = {
 
 
 # Horovod's background thread coordinates the ranks once per cycle (1 ms by default), and
-# each cycle is a Gloo exchange: on a 2-core host the Gloo and coordination threads took a
-# fifth of the CPU away from training. 5 ms cut that to a few percent and trained 3-21 %
-# faster; 50 ms was slower again (gradients wait for the next cycle). docs/benchmarks.md.
+# each cycle is a Gloo exchange: on a small CPU host the Gloo and coordination threads take a
+# large share of the CPU away from training. CPU_CYCLE_TIME_MS trains faster; a much longer cycle is
+# slower again (gradients wait for the next cycle). The figures are in docs/benchmarks.md.
 CPU_CYCLE_TIME_MS = 5
 
 

@@ -8,6 +8,7 @@ responsibility), so the test needs neither TensorFlow nor Horovod.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -293,3 +294,38 @@ def test_no_folder_but_a_tasks_names_a_task_or_its_types() -> None:
             if named:
                 found[str(path.relative_to(ROOT))] = sorted(named)
     assert found == {}
+
+
+# A measured figure in the code goes stale with the next machine; docs/benchmarks.md keeps them
+# with how they were measured. A comment or docstring line that quotes a time, a share or a
+# factor together with what was measured of it (faster, slower, cost, took, measured, instead of)
+# is refused; a setting's value (`1 ms by default`) is not a figure.
+FIGURE = re.compile(r"\d(\.\d+)?\s?((ms|µs|us|x)\b|%)")
+MEASURED = re.compile(r"faster|slower|cost|took|measured|instead of")
+
+
+def figures_in_prose(text: str) -> list[str]:
+    """The comment and docstring lines of `text` that quote a duration or a speed-up."""
+    tree = ast.parse(text)
+    prose = [node.value.value for node in ast.walk(tree)
+             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+             and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+             and isinstance(node.body[0].value.value, str)
+             for node in [node.body[0]]]
+    prose += [line.partition("#")[2] for line in text.splitlines() if "#" in line]
+    return [line.strip() for block in prose for line in block.splitlines() if FIGURE.search(line) and MEASURED.search(line)]
+
+
+def test_no_code_comment_quotes_a_benchmark_figure() -> None:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            lines = figures_in_prose(path.read_text(encoding="utf-8"))
+            if lines:
+                found[str(path.relative_to(ROOT))] = lines
+    assert found == {}
+
+
+def test_the_figure_finder_finds_one() -> None:
+    text = '"""Fast: 0.4 instead of 4 ms per batch."""\nx = 1  # trained 3-21 % faster\ny = "5 ms"\n'
+    assert figures_in_prose(text) == ["Fast: 0.4 instead of 4 ms per batch.", "trained 3-21 % faster"]

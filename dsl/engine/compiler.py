@@ -74,7 +74,7 @@ def configure_tensorflow(pipeline: dict[str, Any]) -> int:
 
 
 def use_jit(setting: Any) -> bool:
-    """`runner.jit_compile`: auto = XLA only where there is a GPU (4.5x slower on this CPU)."""
+    """`runner.jit_compile`: auto = XLA only where there is a GPU (much slower on CPUs, docs/benchmarks.md)."""
     if setting == "auto":
         import tensorflow as tf
 

@@ -1,9 +1,9 @@
 """A compiled call that skips `tf.function`'s per-call lookup of its graph.
 
 A `tf.function` finds the graph traced for its arguments' types at every call. For the train
-call, whose first argument is a `tf.data` iterator, that lookup cost about 120 µs a call: 5 % of
-the text pipeline's 2.4 ms step, measured with the call alternated against its own concrete
-function (bench/call_overhead.py). The runner gives the call the same iterator for a whole
+call, whose first argument is a `tf.data` iterator, that lookup is a visible share of a small
+model's step (bench/call_overhead.py alternates the call with its own concrete function; the
+figures are in docs/benchmarks.md). The runner gives the call the same iterator for a whole
 epoch, so the graph is looked up once per iterator and called directly after.
 """
 

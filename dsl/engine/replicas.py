@@ -11,8 +11,8 @@ allreduce, `make_reconcile_call`), but only when something reads them, not after
 call: a moving average is linear in the batches it has seen (and the training forward pass
 never reads it), so averaging at the reads gives the same statistics as averaging after
 every call, to rounding (tests/test_replica_state_reads.py: 1e-6 on 2 Horovod ranks and 2
-collective workers). Every-call averaging cost 14 % of np2 throughput on a fast host
-(issue 29; docs/benchmarks.md).
+collective workers). Averaging after every call cost a visible share of a 2-rank run's
+throughput (issue 29; the figures are in docs/benchmarks.md).
 
 The average is a collective, so every rank must ask for it at the same point: the runner
 averages after the calls where the ranks agree on stopping (dsl.engine.stop_agreement: every

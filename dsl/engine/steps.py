@@ -118,8 +118,8 @@ def make_train_call(
 
     `steps_per_call` 1 (`runner.steps_per_call`, the default) builds the call without the graph
     loop: it then always runs one step, and the runner always asks for one. A `tf.range` loop of
-    one iteration cost 8 % of the text pipeline's 3.5 ms step (bench/call_overhead.py);
-    0 keeps the loop for any count.
+    one iteration costs a visible share of a small model's step (bench/call_overhead.py,
+    docs/benchmarks.md); 0 keeps the loop for any count.
 
     `metrics['loss']` is a Mean of the per-step loss; the others are updated with
     (targets, outputs). The call returns the mean loss of its own steps, the running value of

@@ -1,8 +1,8 @@
 """When the ranks agree on stopping: at steps every rank reaches, not after every call (issue 29).
 
 Agreeing is an eager allreduce of one integer (the backend's `max_across_ranks`); under
-Horovod it waits for a Horovod cycle, which cost 5.6-9.4 ms per step on the bench hosts
-against 1.1 ms for all of a hand-written loop's work outside its call. The rule, the same
+Horovod it waits for a Horovod cycle, several times what a hand-written loop spends outside
+its call per step (docs/benchmarks.md). The rule, the same
 on every rank because it depends only on the global step and the phase's length: the ranks
 agree after a train call that reaches or crosses a multiple of EVERY_STEPS, after the
 last call of every train phase, before every phase that has work and once after the last

@@ -215,7 +215,7 @@ class BaseInputter:
         unchanged): with one seed for all, every rank put the same positions of its shard
         into a step, and since a shard holds every N-th example of a listing, a step's global
         batch held N neighbours of the listing at each position — of one class where the
-        listing is sorted by class (an image folder): a 4-rank MLP learned 3x slower.
+        listing is sorted by class (an image folder), and a multi-rank run learned far slower.
         """
         buffer = self.params["shuffle_buffer"]
         if mode != "train" or buffer == 0:

@@ -117,9 +117,9 @@ class SyntheticInputter(CountedInputter):
         """The shared pipeline's batches, made a batch at a time when nothing changes the images.
 
         Example numbers are sharded and shuffled as the shared pipeline does, then batched,
-        and one gather per batch fetches the images: the same batches in the same order,
-        for 0.4 instead of 4 ms of tf.data CPU per batch of 64 (its per-example maps cost
-        more than the gathers). A benchmark's input then costs what a hand-written
+        and one gather per batch fetches the images: the same batches in the same order, for
+        a tenth of the tf.data CPU (the per-example maps cost more than the gathers; figures in
+        docs/benchmarks.md). A benchmark's input then costs what a hand-written
         `from_tensor_slices` pipeline does. With an augmenter that changes the images, the
         shared per-example pipeline runs.
         """
