@@ -8,10 +8,13 @@ norm through `runner.horovod.sync_batch_norm`, started by horovodrun or mpirun, 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from dsl.language.backend_registry import Capabilities, register_backend
+from dsl.language.backend_registry import Capabilities, RanksLaunch, register_backend
 
 # Variables set by horovodrun (HOROVOD_*), OpenMPI's mpirun (OMPI_*) and PMI launchers.
 LAUNCHER_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -21,6 +24,26 @@ def started_by_launcher(environ: Mapping[str, str] | None = None) -> bool:
     """Whether horovodrun or mpirun started this process."""
     env = os.environ if environ is None else environ
     return any(name in env for name in LAUNCHER_VARIABLES)
+
+
+def rank(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """(rank, size) as horovodrun (HOROVOD_*) or Open MPI's mpirun (OMPI_COMM_WORLD_*) set them."""
+    for rank_name, size_name in (("HOROVOD_RANK", "HOROVOD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if rank_name in environ:
+            try:
+                return int(environ[rank_name]), int(environ.get(size_name, "1"))
+            except ValueError:
+                return None
+    return None
+
+
+def horovodrun(ranks: int, hosts: Sequence[str], network_interfaces: str | None, argv: Sequence[str]) -> list[str]:
+    """`horovodrun -np N [-H hosts] [--network-interfaces ...] --gloo ARGV`, the horovodrun of this
+    interpreter's environment first (a venv's bin/ need not be on the PATH)."""
+    found = shutil.which("horovodrun", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    placement = ["-H", ",".join(hosts)] if hosts else []
+    placement += ["--network-interfaces", network_interfaces] if network_interfaces else []
+    return [found or "horovodrun", "-np", str(ranks), *placement, "--gloo", *argv]
 
 
 def create(runner_params: dict[str, Any], environ: Mapping[str, str] | None = None) -> Any:
@@ -174,4 +197,6 @@ SPEC = register_backend(
     auto=started_by_launcher,
     auto_summary="Horovod when started by horovodrun/mpirun",
     doctor=doctor,
+    ranks=RanksLaunch("horovodrun", horovodrun, places_on_hosts=True),
+    rank=rank,
 )

@@ -127,15 +127,16 @@ def test_a_local_backend_runs_one_rank_per_trial(tmp_path: Path) -> None:
     code, lines = validate(tmp_path, text)
     assert code == 1
     assert lines == ["5:20: error: sweep.ranks_per_trial: runner.backend is local, which runs one process, but "
-                     "ranks_per_trial is 2; set runner.backend: auto (horovodrun) or collective, or ranks_per_trial: 1"]
+                     "ranks_per_trial is 2; set runner.backend: auto (horovodrun), horovod, collective or ps, or ranks_per_trial: 1"]
 
 
 @pytest.mark.parametrize("backend", ["local", "collective"])
 def test_hosts_are_refused_where_horovodrun_does_not_start_the_trials(tmp_path: Path, backend: str) -> None:
     text = edit("  max_trials: 4\n", "  max_trials: 4\n  hosts: ['a:1', 'b:1']\n") + f"runner: {{backend: {backend}}}\n"
     code, lines = validate(tmp_path, text)
-    assert (code, lines) == (1, [f"5:10: error: sweep.hosts: sweep.hosts places trials with horovodrun -H, which does not "
-                                 f"start runner.backend {backend}; remove hosts, or set runner.backend: auto or horovod"])
+    assert (code, lines) == (1, [f"5:10: error: sweep.hosts: sweep.hosts places trials with a launcher that reaches "
+                                 f"other hosts, and runner.backend {backend} has none; remove hosts, or set "
+                                 "runner.backend: auto or horovod"])
 
 
 def test_sweep_of_a_pipeline_without_a_sweep_section_is_one_error_line(tmp_path: Path) -> None:

@@ -36,13 +36,14 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, A
 
 
 def rank_prefix() -> str:
-    """`[rank N] ` when this process is one of several ranks (horovodrun/mpirun), else ''."""
+    """`[rank N] ` when this process is one of several ranks a backend's launcher started (the
+    backend's spec says which variables name it: horovodrun's, mpirun's), else ''."""
     import os
 
-    for rank, size in (("HOROVOD_RANK", "HOROVOD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
-        if rank in os.environ and os.environ.get(size, "1") != "1":
-            return f"[rank {os.environ[rank]}] "
-    return ""
+    from dsl.language import backend_registry
+
+    found = backend_registry.rank_of(os.environ)
+    return f"[rank {found[0]}] " if found is not None else ""
 
 
 def fail(message: str, code: int = 1) -> None:

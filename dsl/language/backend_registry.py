@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +94,22 @@ class ClusterLaunch:
 
 
 @dataclass(frozen=True)
+class RanksLaunch:
+    """How this backend's launcher starts N ranks of one command: what `dslrun sweep` runs for a
+    trial of `ranks_per_trial` processes (and for one-rank trials placed on `sweep.hosts`).
+
+    launcher: its name in messages ("horovodrun").
+    command(ranks, hosts, network_interfaces, argv): the whole command line; `hosts` as
+        host:slots (empty: this machine), `argv` the dslrun command each rank runs.
+    places_on_hosts: it reaches other hosts itself (over ssh), so `sweep.hosts` can place trials.
+    """
+
+    launcher: str
+    command: Callable[[int, Sequence[str], str | None, Sequence[str]], list[str]]
+    places_on_hosts: bool = False
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """One registered `runner.backend` value."""
 
@@ -108,6 +124,8 @@ class BackendSpec:
     auto_summary: str = ""  # "Horovod when started by horovodrun/mpirun", or "local otherwise" for the fallback
     doctor: Callable[[dict[str, Any]], str | None] | None = None
     launch: ClusterLaunch | None = None
+    ranks: RanksLaunch | None = None
+    rank: Callable[[Mapping[str, str]], tuple[int, int] | None] | None = None
     refusals: dict[str, str] = field(default_factory=dict)
     checks: tuple[Check, ...] = ()
     module: str = ""
@@ -146,6 +164,8 @@ def register_backend(
     auto_summary: str = "",
     doctor: Callable[[dict[str, Any]], str | None] | None = None,
     launch: ClusterLaunch | None = None,
+    ranks: RanksLaunch | None = None,
+    rank: Callable[[Mapping[str, str]], tuple[int, int] | None] | None = None,
     refusals: dict[str, str] | None = None,
     checks: tuple[Check, ...] | list[Check] = (),
 ) -> BackendSpec:
@@ -155,7 +175,10 @@ def register_backend(
     after the built-ins by default). `auto(environ)` tells whether `runner.backend: auto`
     picks it (its launcher started this process); `always` marks the fallback. `doctor(facts)`
     returns why it cannot run on this installation (None: it can), from the facts `dslrun
-    doctor` collected. `refusals` words why a capability is missing (see `refusal`).
+    doctor` collected. `launch` says how `dslrun launch` starts a cluster of it, `ranks` how its
+    launcher starts N ranks of a command (a sweep's trials), `rank(environ)` which (rank, size)
+    this process is when its launcher started it (None otherwise; errors name the rank).
+    `refusals` words why a capability is missing (see `refusal`).
     `checks` are its own `dslrun validate` rules about its settings.
     """
     module = getattr(create, "__module__", "") or ""
@@ -169,7 +192,8 @@ def register_backend(
                             f"{owned[clashes[0]]!r} already declares ({module})")
     spec = BackendSpec(name=name, summary=summary, title=title, create=create, settings=dict(settings or {}),
                        capabilities=capabilities or Capabilities(), order=order, auto=auto,
-                       auto_summary=auto_summary, doctor=doctor, launch=launch, refusals=dict(refusals or {}),
+                       auto_summary=auto_summary, doctor=doctor, launch=launch, ranks=ranks, rank=rank,
+                       refusals=dict(refusals or {}),
                        checks=tuple(checks), module=module)
     _BACKENDS[name] = spec
     return spec
@@ -258,3 +282,22 @@ def settings_owner(key: str) -> BackendSpec | None:
 def either(names: list[str]) -> str:
     """`a`, `a or b`, `a, b or c`: alternatives in a message."""
     return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def rank_launcher(name: str) -> BackendSpec | None:
+    """The backend whose launcher starts the ranks of a `runner.backend: name` pipeline: the one
+    named, if it has a launcher of ranks; for `auto`, the first that `auto` recognises and that
+    has one (Horovod's horovodrun among the built-ins)."""
+    if name != AUTO:
+        spec = lookup(name) if name in names() else None
+        return spec if spec is not None and spec.ranks is not None else None
+    return next((spec for spec in auto_order() if spec.ranks is not None), None)
+
+
+def rank_of(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """(rank, size) of this process when a backend's launcher started it as one of several ranks."""
+    for spec in backends():
+        found = spec.rank(environ) if spec.rank is not None else None
+        if found is not None and found[1] > 1:
+            return found
+    return None

@@ -154,7 +154,8 @@ def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap
 
 
 def trial_backend(pipeline: dict[str, Any]) -> BackendSpec | None:
-    """The registered backend a trial runs on; None for `auto` (horovodrun with ranks, else one process)."""
+    """The registered backend a trial runs on; None for `auto` (the launcher of ranks `auto`
+    recognises when a trial has several, else one process)."""
     name = pipeline.get("runner", {}).get("backend", "auto")
     return None if name == "auto" or name not in backend_registry.names() else backend_registry.lookup(name)
 
@@ -191,17 +192,25 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
     ranks = int(sweep.get("ranks_per_trial", 1))
     found = []
     spec = trial_backend(pipeline)
+    several = [s.name for s in backend_registry.backends() if s.ranks is not None or s.launch is not None]
+    auto = backend_registry.rank_launcher(backend_registry.AUTO)
+    auto_launcher = f"auto ({auto.ranks.launcher})" if auto is not None and auto.ranks is not None else "auto"
     if one_process_only(spec) and ranks > 1:
         path: JsonPath = ("sweep", "ranks_per_trial")
         found.append(Diagnostic.at(sources.locate(path), path,
                                    f"runner.backend is {backend}, which runs one process, but ranks_per_trial is {ranks}; "
-                                   "set runner.backend: auto (horovodrun) or collective, or ranks_per_trial: 1"))
-    if sweep.get("hosts") and spec is not None and "horovodrun" not in spec.capabilities.launchers:
-        # Trials reach the hosts through horovodrun -H; a backend it does not start would ignore them.
+                                   f"set runner.backend: {backend_registry.either([auto_launcher, *several])}, "
+                                   "or ranks_per_trial: 1"))
+    starter = backend_registry.rank_launcher(str(backend))
+    if sweep.get("hosts") and (starter is None or starter.ranks is None or not starter.ranks.places_on_hosts):
+        # Trials reach the hosts through the backend's launcher (horovodrun -H); one that does not
+        # place ranks on hosts would ignore them.
+        placing = [s.name for s in backend_registry.backends() if s.ranks is not None and s.ranks.places_on_hosts]
         path = ("sweep", "hosts")
         found.append(Diagnostic.at(sources.locate(path), path,
-                                   f"sweep.hosts places trials with horovodrun -H, which does not start runner.backend "
-                                   f"{backend}; remove hosts, or set runner.backend: auto or horovod"))
+                                   f"sweep.hosts places trials with a launcher that reaches other hosts, and runner.backend "
+                                   f"{backend} has none; remove hosts, or set runner.backend: "
+                                   f"{backend_registry.either(['auto', *placing])}"))
     slots = slots_given(sweep)
     parallel = int(sweep.get("parallel_trials", 1))
     each = trial_processes(pipeline)

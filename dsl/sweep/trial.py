@@ -2,9 +2,10 @@
 
 The trial's pipeline is written out (`trial.yaml`, the resolved pipeline with the trial's
 values and its run directory, without the `sweep:` section) and run as a user would run it:
-`dslrun run` for one process, `horovodrun -np N` for Horovod, `dslrun launch` for the
-collective and parameter-server backends. horovodrun and `dslrun launch` pick free ports for
-each trial themselves, so trials at once never share one. The tree runs in its own session
+`dslrun run` for one process, the backend's launcher of ranks for several (horovodrun -np N for
+Horovod), `dslrun launch` for a cluster backend (collective, parameter servers); the backend's
+spec says which. Those launchers pick free ports for each trial themselves, so trials at once
+never share one. The tree runs in its own session
 and dies with the sweep (PR_SET_PDEATHSIG); stopping it (pruned, hung, Ctrl-C) sends SIGTERM
 to every process of it — the chief saves a checkpoint — and SIGKILL to what is left after the
 grace period, so no rank outlives its trial.
@@ -15,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dsl.language import backend_registry
+from dsl.language.errors import DslError
 from dsl.sweep.checks import trial_backend
 from dsl.sweep.plan import SweepPlan
 
@@ -41,8 +43,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 def launcher(plan: SweepPlan, pipeline_file: Path, hosts: list[str] | None) -> list[str]:
     """The command that runs `pipeline_file` the way its runner runs it, with the sweep's ranks per trial.
 
-    A trial given `hosts` (sweep.hosts) is started by horovodrun on them even with one rank: that
-    is how it reaches another host, and the sweep's slots are spent where they were given."""
+    The backend's spec says how: a cluster that `dslrun launch` starts, or its launcher of ranks
+    (`auto`: the launcher `auto` recognises). A trial given `hosts` (sweep.hosts) is started by
+    that launcher even with one rank: that is how it reaches another host, and the sweep's slots
+    are spent where they were given."""
     python = [sys.executable, "-m", "dsl"]
     run = ["run", *(arg for module in plan.plugins for arg in ("--plugin", module)), str(pipeline_file)]
     ranks = plan.ranks
@@ -52,11 +56,11 @@ def launcher(plan: SweepPlan, pipeline_file: Path, hosts: list[str] | None) -> l
         return [*python, "launch", "--backend", plan.backend, "--workers", str(ranks), *extra, str(pipeline_file)]
     if ranks == 1 and not hosts:
         return [*python, *run]
-    horovodrun = shutil.which("horovodrun", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    placement = ["-H", ",".join(hosts)] if hosts else []
+    starter = backend_registry.rank_launcher(plan.backend)
+    if starter is None or starter.ranks is None:  # refused by validate (ranks_per_trial, sweep.hosts)
+        raise DslError(f"runner.backend {plan.backend} has no launcher of several ranks")
     nics = plan.sweep.get("network_interfaces")
-    placement += ["--network-interfaces", str(nics)] if nics else []
-    return [horovodrun or "horovodrun", "-np", str(ranks), *placement, "--gloo", *python, *run]
+    return starter.ranks.command(ranks, hosts or [], str(nics) if nics else None, [*python, *run])
 
 
 @dataclass
