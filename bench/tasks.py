@@ -106,7 +106,7 @@ def keras_loss_and_metrics(task: str, context: Any) -> tuple[Any, list[Any]]:
     import tensorflow as tf
 
     if task == "segmentation":
-        ignore = context.ignore_label
+        ignore = context.fact("ignore_label")
         loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=ignore)
         return loss, [tf.keras.metrics.MeanIoU(context.num_classes, sparse_y_pred=False, ignore_class=ignore),
                       tf.keras.metrics.SparseCategoricalAccuracy()]

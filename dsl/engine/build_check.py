@@ -26,8 +26,9 @@ from dsl.language.context import BuildContext
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.errors import DslError, RegistryError
+from dsl.language.facts import PartSpec
 from dsl.language.registry import lookup
-from dsl.language.rules import Declared, PartSpec, declare, example_spec
+from dsl.language.rules import Declared, declare, example_spec
 
 # A batch size small enough to be quick, large enough that batch statistics are defined.
 BATCH = 2

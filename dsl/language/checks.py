@@ -15,6 +15,7 @@ from dsl.language import backend_registry, registry
 from dsl.language.diagnostics import Diagnostic, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.errors import RegistryError
+from dsl.language.facts import batch_words
 from dsl.language.outputs import check_phase_outputs
 from dsl.language.rules import declare
 from dsl.language.schedule_length import check_schedule_length
@@ -141,9 +142,6 @@ def check_shared_facts(pipeline: dict[str, Any], sources: SourceMap) -> list[Dia
     return found
 
 
-_BATCH_WORDS = {"class": "one class per example", "mask": "a class per pixel (a mask)"}
-
-
 def check_batch_kinds(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Inputter, augmenter, network and modeler agree on what a batch holds: (image, class),
     (image, mask), (tokens, class)... as each component's `batch` declares it."""
@@ -173,7 +171,8 @@ def check_batch_kinds(pipeline: dict[str, Any], sources: SourceMap) -> list[Diag
 
 def _describe_batch(batch: tuple[str, str]) -> str:
     features, targets = batch
-    return f"{features} -> {_BATCH_WORDS.get(targets, targets)}"
+    word = batch_words().get(targets)
+    return f"{features} -> {word.meaning if word is not None else targets}"
 
 
 def check_unique_callbacks(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:

@@ -31,11 +31,10 @@ class BuildContext:
         pipeline: the resolved pipeline (plain dict, defaults filled).
         image_shape: (height, width, channels) of an image input, from the inputter.
         num_classes: number of classes (of an example, or of a pixel), from the inputter.
-        ignore_label: a target value that counts in no loss nor metric (None = every value counts).
         vocabulary_size: token ids of a text input are below it, from the inputter's vocabulary.
         sequence_length: tokens per text input.
         class_names: the classes' names when the data names them.
-        max_boxes: boxes per image a detection batch holds (padded, with their count).
+        extra: the facts a task registered (dsl.language.facts), by name: read with `fact(name)`.
         model_dir: the run directory.
         placement: rank / world size of this process.
         steps_per_epoch: train steps per epoch for this process (None until the data is known).
@@ -47,11 +46,10 @@ class BuildContext:
     pipeline: dict[str, Any]
     image_shape: tuple[int, int, int] = (32, 32, 3)
     num_classes: int = 10
-    ignore_label: int | None = None
     vocabulary_size: int | None = None
     sequence_length: int | None = None
     class_names: list[str] | None = None
-    max_boxes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
     model_dir: Path = Path("runs/default")
     placement: Placement = field(default_factory=Placement)
     steps_per_epoch: int | None = None
@@ -61,13 +59,23 @@ class BuildContext:
     def learn(self, facts: dict[str, Any]) -> None:
         """Take the inputter's facts about the data; a fact this context has no field for is a
         programming error of the inputter, said at once rather than silently dropped."""
+        from dsl.language.facts import task_facts
+
         known = {name for name in self.__dataclass_fields__ if name not in _NOT_FACTS}
-        unknown = sorted(set(facts) - known)
+        registered = set(task_facts())
+        unknown = sorted(set(facts) - known - registered)
         if unknown:
-            raise TypeError(f"the inputter reports {', '.join(unknown)}, which BuildContext has no field for; "
-                            f"facts are {', '.join(sorted(known))}")
+            raise TypeError(f"the inputter reports {', '.join(unknown)}, which no field of BuildContext nor any "
+                            f"registered fact names; facts are {', '.join(sorted(known | registered))}")
         for name, value in facts.items():
-            setattr(self, name, tuple(value) if name == "image_shape" else value)
+            if name in known:
+                setattr(self, name, tuple(value) if name == "image_shape" else value)
+            else:
+                self.extra[name] = value
+
+    def fact(self, name: str, default: Any = None) -> Any:
+        """A task's registered fact (dsl.language.facts) as the inputter reported it, else `default`."""
+        return self.extra.get(name, default)
 
 
-_NOT_FACTS = {"pipeline", "model_dir", "placement", "steps_per_epoch", "seed", "fresh_start"}
+_NOT_FACTS = {"pipeline", "model_dir", "placement", "steps_per_epoch", "seed", "fresh_start", "extra"}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.facts import PartSpec, batch_words, task_facts
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Declared:
         sequence_length: tokens per text input, when the inputter reads text.
         vocabulary_size: an upper bound of the token ids (the inputter's max_tokens).
         class_names: the classes' names when the pipeline gives them.
-        max_boxes: boxes per image a detection batch holds (padded, with their count).
+        extra: the facts a task registered (dsl.language.facts), by name: `fact(name)`.
         sizes: (path, (height, width)) of every image size the network receives: the
             inputter's image shape (val, predict, serving) and the augmenter's training crop.
         where: fact name -> the pipeline path that declares it.
@@ -57,26 +58,30 @@ class Declared:
     image_shape: tuple[int, int, int] | None = None
     sequence_length: int | None = None
     vocabulary_size: int | None = None
-    ignore_label: int | None = None
     class_names: list[str] | None = None
-    max_boxes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
     sizes: list[tuple[JsonPath, tuple[int, int]]] = field(default_factory=list)
     where: dict[str, JsonPath] = field(default_factory=dict)
 
+    def fact(self, name: str) -> Any:
+        """A fact's value, the language's or a task's (None when the pipeline does not declare it)."""
+        return getattr(self, name) if name in _SHARED_FACTS else self.extra.get(name)
+
     def facts(self) -> dict[str, Any]:
         """The facts a `BuildContext` learns (`dslrun validate --build` builds on them)."""
-        names = ("num_classes", "image_shape", "sequence_length", "vocabulary_size", "ignore_label", "class_names",
-                 "max_boxes")
-        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        shared = {name: getattr(self, name) for name in _SHARED_FACTS if getattr(self, name) is not None}
+        return {**shared, **{name: value for name, value in self.extra.items() if value is not None}}
 
 
 Rule = Callable[[dict[str, Any], Declared], list[Problem]]
 # An inputter's facts from its parameters alone: {"num_classes": 10, "image_shape": [32, 32, 3], ...}.
 Facts = Callable[[dict[str, Any]], dict[str, Any]]
 
+# The facts of every task's data, and the inputter parameter that declares each; a task's own
+# facts come from dsl.language.facts.
 _FACT_PARAMS = {"num_classes": "num_classes", "image_shape": "image_shape", "sequence_length": "sequence_length",
-                "vocabulary_size": "max_tokens", "ignore_label": "ignore_label",
-                "max_boxes": "max_boxes"}
+                "vocabulary_size": "max_tokens"}
+_SHARED_FACTS = ("num_classes", "image_shape", "sequence_length", "vocabulary_size", "class_names")
 _NAME_PARAMS = ("classes", "class_names")
 
 
@@ -86,7 +91,8 @@ def declare(pipeline: dict[str, Any], facts: Facts | None = None) -> Declared:
     inputter = pipeline.get("inputter") or {}
     found: dict[str, Any] = {}
     where: dict[str, JsonPath] = {}
-    for fact, param in _FACT_PARAMS.items():
+    own = {fact.name: fact.param for fact in task_facts().values()}
+    for fact, param in {**_FACT_PARAMS, **own}.items():
         if inputter.get(param) is not None:
             found[fact], where[fact] = inputter[param], ("inputter", param)
     for param in _NAME_PARAMS:
@@ -112,39 +118,21 @@ def declare(pipeline: dict[str, Any], facts: Facts | None = None) -> Declared:
         image_shape=shape,  # type: ignore[arg-type]
         sequence_length=found.get("sequence_length"),
         vocabulary_size=found.get("vocabulary_size"),
-        ignore_label=found.get("ignore_label"),
         class_names=found.get("class_names"),
-        max_boxes=found.get("max_boxes"),
+        extra={name: found[name] for name in own if found.get(name) is not None},
         sizes=sizes,
         where=where,
     )
 
 
-# The (shape, dtype) of one example's part, or a dict of them for a part made of several tensors.
-TensorSpec = tuple[tuple[int, ...], str]
-PartSpec = TensorSpec | dict[str, TensorSpec]
-
-
 def example_spec(batch: tuple[str, str], declared: Declared) -> list[PartSpec] | None:
     """(shape, dtype) of one example's features and targets, from the batch words a component
-    declares (`register(batch=...)`) and the declared facts; None for words it does not know.
-    `dslrun validate --build` fills them with zeros.
-
-    "boxes" is the detection inputters' target (dsl/tasks/object_detection/_inputter.py): `max_boxes` rows
-    of [y_min, x_min, y_max, x_max], their classes and a count; zeros are an image whose rows
-    are all padding (count 0), which traces the same graph as one with boxes."""
-    image = tuple(declared.image_shape) if declared.image_shape else (1, 1, 1)
-    max_boxes = declared.max_boxes or 1
-    shapes: dict[str, PartSpec] = {
-        "image": (image, "float32"),
-        "tokens": ((declared.sequence_length or 1,), "int32"),
-        "class": ((), "int32"),
-        "mask": (image[:2], "int32"),
-        "boxes": {"boxes": ((max_boxes, 4), "float32"), "classes": ((max_boxes,), "int32"), "count": ((), "int32")},
-    }
-    if any(word not in shapes for word in batch):
+    declares (`register(batch=...)`, each word registered in dsl.language.facts) and the declared
+    facts; None for a word nobody registered. `dslrun validate --build` fills them with zeros."""
+    words = batch_words()
+    if any(word not in words for word in batch):
         return None
-    return [shapes[word] for word in batch]
+    return [words[word].spec(declared.fact) for word in batch]
 
 
 def checked(check: Callable[[dict[str, Any]], None], other: JsonPath | None = None) -> Rule:

@@ -142,7 +142,7 @@ def check_scales(p: dict[str, Any]) -> None:
 def padding_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     """A crop larger than the smallest scaled image is padded with inputter.ignore_label: it must be set."""
     p = {**{name: spec["default"] for name, spec in PARAMS.items()}, **section}
-    if declared.image_shape is None or declared.ignore_label is not None:
+    if declared.image_shape is None or declared.fact("ignore_label") is not None:
         return []
     height, width = declared.image_shape[:2]
     crop = tuple(p["crop_size"]) if p["crop_size"] else (height, width)
@@ -173,7 +173,7 @@ def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     check_contrast(p)
     height, width = tuple(context.image_shape)[:2]
     crop = tuple(p["crop_size"]) if p["crop_size"] else (height, width)
-    ignore = getattr(context, "ignore_label", None)
+    ignore = context.fact("ignore_label")
     if ignore is None and (p["min_scale"] * height < crop[0] or p["min_scale"] * width < crop[1]):
         raise DslError(
             f"augmenter: a crop of {crop[0]}x{crop[1]} from {height}x{width} images scaled by min_scale {p['min_scale']} "

@@ -92,7 +92,7 @@ class ImageSegmentationModeler(BaseModeler):
     def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
         super().__init__(params, context)
         self.num_classes = int(context.num_classes)
-        self.ignore_label: int | None = getattr(context, "ignore_label", None)
+        self.ignore_label: int | None = context.fact("ignore_label")
         weights = self.params["class_weights"]
         if weights is not None and len(weights) != self.num_classes:
             raise DslError(
