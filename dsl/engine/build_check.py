@@ -20,7 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.engine.compiler import build_section
+from dsl.engine.compiler import build_section, network_facts
 from dsl.engine.steps import make_train_call, make_val_call
 from dsl.language.context import BuildContext
 from dsl.language.diagnostics import Diagnostic, SourceMap
@@ -66,7 +66,7 @@ def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
 
 def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> None:
     context = BuildContext(pipeline=pipeline, model_dir=Path("/nonexistent/validate-build"), seed=0)
-    context.learn(declared.facts())
+    context.learn({**declared.facts(), **network_facts(pipeline)})
     features, targets = _zero_example(batch, declared, sources)
     augmenter = _stage("augmenter", sources, lambda: build_section(
         "augmenter", pipeline.get("augmenter") or {"type": "none"}, context))

@@ -110,6 +110,7 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
     context.learn(inputter.facts())
     context.steps_per_epoch = inputter.steps_per_epoch(batch_size, placement.world_size)
     augmenter = build_section("augmenter", pipeline.get("augmenter") or {"type": "none"}, context)
+    context.learn(network_facts(pipeline))
     with scope if scope is not None else contextlib.nullcontext():
         model = build_section("network", pipeline["network"], context)
         if prepare_model is not None:
@@ -117,6 +118,13 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
         modeler = build_section("modeler", pipeline["modeler"], context)
     callbacks = sort_callbacks([build_section("callback", params, context) for params in pipeline.get("callbacks", [])])
     return CompiledPipeline(pipeline, context, inputter, augmenter, model, modeler, callbacks, max_to_keep(pipeline))
+
+
+def network_facts(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """What the network tells the sections built after it, from its parameters (a detector's
+    anchors, which the modeler encodes its targets on): its registered `facts`."""
+    declared = lookup("network", pipeline["network"]["type"]).facts
+    return declared(pipeline["network"]) if declared is not None else {}
 
 
 def max_to_keep(pipeline: dict[str, Any]) -> int:

@@ -27,10 +27,11 @@ PartSpec = TensorSpec | dict[str, TensorSpec]
 
 @dataclass(frozen=True)
 class Fact:
-    """A task's own fact: `name`, the inputter parameter that declares it, what it means."""
+    """A task's own fact: `name`, the inputter parameter that declares it (None: a component's
+    registered `facts` reports it, as a detection network its anchors), what it means."""
 
     name: str
-    param: str
+    param: str | None
     description: str
 
 
@@ -48,7 +49,7 @@ _FACTS: dict[str, Fact] = {}
 _WORDS: dict[str, BatchWord] = {}
 
 
-def register_fact(name: str, *, param: str, description: str) -> Fact:
+def register_fact(name: str, *, param: str | None, description: str) -> Fact:
     """Declare a task's fact; the same name twice (from two tasks) is an error naming it."""
     if name in _FACTS and _FACTS[name] != Fact(name, param, description):
         raise ValueError(f"the fact {name!r} is registered twice")

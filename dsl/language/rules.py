@@ -91,7 +91,7 @@ def declare(pipeline: dict[str, Any], facts: Facts | None = None) -> Declared:
     inputter = pipeline.get("inputter") or {}
     found: dict[str, Any] = {}
     where: dict[str, JsonPath] = {}
-    own = {fact.name: fact.param for fact in task_facts().values()}
+    own = {fact.name: fact.param for fact in task_facts().values() if fact.param is not None}
     for fact, param in {**_FACT_PARAMS, **own}.items():
         if inputter.get(param) is not None:
             found[fact], where[fact] = inputter[param], ("inputter", param)

@@ -1,7 +1,8 @@
 """Object detection: an image in, boxes with classes out (box CSV or COCO JSON; a single-stage RetinaNet).
 
 What the task declares to the language: its targets, boxes (`max_boxes` rows of [y_min, x_min,
-y_max, x_max], their classes and a count: see _inputter.py), and the fact `max_boxes`.
+y_max, x_max], their classes and a count: see _inputter.py), and the facts `max_boxes` (the
+inputter's) and `anchors` (the network's, which the modeler encodes its targets on).
 """
 
 from __future__ import annotations
@@ -21,3 +22,4 @@ def _boxes(facts: Callable[[str], Any]) -> PartSpec:
 
 register_batch_word("boxes", "boxes", _boxes)
 register_fact("max_boxes", param="max_boxes", description="boxes per image a batch holds (padded, with their count)")
+register_fact("anchors", param=None, description="the anchor shapes the network predicts from (network.anchors, filled)")

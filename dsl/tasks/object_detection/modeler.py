@@ -99,7 +99,7 @@ class ObjectDetectionModeler(BaseModeler):
 
     Args:
         params: the `modeler` section; missing keys take their defaults.
-        context: the BuildContext (`image_shape`, `num_classes`, `class_names`, `pipeline['network']`).
+        context: the BuildContext (`image_shape`, `num_classes`, `class_names`, the network's `anchors`).
     """
 
     PARAMS = PARAMS
@@ -114,8 +114,7 @@ class ObjectDetectionModeler(BaseModeler):
                            f"{self.params['matched_iou']}; background anchors must overlap less than matched ones")
         self.num_classes = int(context.num_classes)
         self.image_shape = tuple(context.image_shape)
-        network = (getattr(context, "pipeline", None) or {}).get("network") or {}
-        self.anchors = anchor_boxes(anchors_of(network), self.image_shape)
+        self.anchors = anchor_boxes(context.fact("anchors") or anchors_of({}), self.image_shape)
 
     def loss_terms(self) -> list[str]:
         return ["class_loss", "box_loss", *(["l2_loss"] if self.params["weight_decay"] else [])]

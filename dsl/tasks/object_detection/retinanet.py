@@ -118,6 +118,7 @@ def anchors_fit(section: dict[str, Any], declared: Declared) -> list[Problem]:
     description="RetinaNet-style detector: backbone, feature pyramid, shared class and box heads per anchor.",
     batch=("image", "boxes"),
     rules=[anchors_fit],
+    facts=lambda params: {"anchors": anchors_of(params)},  # the modeler encodes its targets on them
 )
 def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The detector: images (B, H, W, C) -> float32 (B, anchors, 4 + num_classes)."""
