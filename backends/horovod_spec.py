@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dsl.language.backend_registry import Capabilities, RanksLaunch, register_backend
+from dsl.language.backend_registry import Capabilities, RanksLaunch, StackReport, register_backend
 
 # Variables set by horovodrun (HOROVOD_*), OpenMPI's mpirun (OMPI_*) and PMI launchers.
 LAUNCHER_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -61,6 +61,53 @@ def doctor(facts: dict[str, Any]) -> str | None:
     if not any(horovod["controllers"].values()):
         return "Horovod was built without Gloo and MPI: no controller can start ranks"
     return None
+
+
+# ---------------------------------------------------------------- what `dslrun doctor` reports
+def _build(horovod: Any) -> dict[str, Any] | None:
+    """What `make install` wrote beside Horovod when it built it (dslrun_build.json), if it did."""
+    import json
+
+    try:
+        return dict(json.loads(Path(horovod.__file__).with_name("dslrun_build.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def collect() -> dict[str, Any] | None:
+    """Horovod's version, how it was built, and what it was built with (what `horovodrun
+    --check-build` shows); None when it is not installed or does not import."""
+    try:
+        import horovod.tensorflow as hvd
+    except Exception:
+        return None
+    import horovod
+
+    return {
+        "version": horovod.__version__,
+        "build": _build(horovod),
+        "frameworks": {"TensorFlow": True},
+        "controllers": {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())},
+        "tensor_operations": {
+            "NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()), "CCL": bool(hvd.ccl_built()),
+            "MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built()),
+        },
+    }
+
+
+def report(horovod: dict[str, Any] | None) -> list[str]:
+    """doctor's lines about Horovod: version and build, then its frameworks, controllers and ops."""
+    if not horovod:
+        return ["Horovod     not installed (make install builds it)"]
+    build = horovod["build"]
+    how = ("(not built by make install: its build is unknown)" if not build else
+           f"built from source by make install against TensorFlow {build.get('tensorflow')} "
+           f"(Python {build.get('python')}), with {build.get('patch')}: XLA ops left out")
+    lines = [f"Horovod     {horovod['version']}  {how}"]
+    for title, key in (("frameworks", "frameworks"), ("controllers", "controllers"), ("tensor ops", "tensor_operations")):
+        lines.append(f"  {title:<10} " + "  ".join(f"{'[X]' if built else '[ ]'} {name}"
+                                                   for name, built in horovod[key].items()))
+    return lines
 
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -199,4 +246,5 @@ SPEC = register_backend(
     doctor=doctor,
     ranks=RanksLaunch("horovodrun", horovodrun, places_on_hosts=True),
     rank=rank,
+    stack=StackReport("horovod", collect, report),
 )

@@ -1,10 +1,9 @@
 """`dslrun doctor`: what this environment can run, and what is wrong with it.
 
-Reports TensorFlow, Keras, Horovod (frameworks, controllers, tensor operations — what
-`horovodrun --check-build` shows), the MPI implementation, mpi4py, GPUs, and which backends
-(local, horovod, collective, ps) can run here and why not, and how Horovod was built
-(`make install` builds 0.28.1 from source against the venv's TensorFlow, with
-tools/horovod-0.28.1-tf2.21.patch). Exits 1 when the stack cannot train: no TensorFlow,
+Reports TensorFlow, Keras, GPUs, what each backend's registration reports of the library it runs
+on (its `stack`: Horovod's version, build, frameworks, controllers and tensor operations), the
+MPI implementation, mpi4py, and which backends can run here and why not (each registration's
+`doctor`). Exits 1 when the stack cannot train: no TensorFlow,
 TensorFlow older than 2.16, or a tf.keras that is not Keras 2 (tf_keras) of the same release.
 
 `dslrun doctor --hosts hostA,hostB [PIPELINE]` checks the hosts of a job instead, over ssh
@@ -24,6 +23,7 @@ import click
 from dsl.commands._common import set_option
 from dsl.commands._doctor_backends import backend_support, describe, strategies
 from dsl.distributed.hosts import make_ssh, ssh_options
+from dsl.language import backend_registry
 
 
 def _version(module: str) -> str | None:
@@ -37,36 +37,6 @@ def keras_of(tf: Any) -> str:
     """The version of the Keras that `tf.keras` is: tf_keras's with TF_USE_LEGACY_KERAS=1, else Keras 3's."""
     package = "tf_keras" if getattr(tf.keras, "__name__", "").startswith("tf_keras") else "keras"
     return _version(package) or "unknown"
-
-
-def _horovod_build(horovod: Any) -> dict[str, Any] | None:
-    """What `make install` wrote beside Horovod when it built it (dslrun_build.json), if it did."""
-    import json
-    from pathlib import Path
-
-    try:
-        return dict(json.loads(Path(horovod.__file__).with_name("dslrun_build.json").read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _horovod() -> dict[str, Any] | None:
-    try:
-        import horovod.tensorflow as hvd
-    except Exception:
-        return None
-    import horovod
-
-    return {
-        "version": horovod.__version__,
-        "build": _horovod_build(horovod),
-        "frameworks": {"TensorFlow": True},
-        "controllers": {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())},
-        "tensor_operations": {
-            "NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()), "CCL": bool(hvd.ccl_built()),
-            "MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built()),
-        },
-    }
 
 
 def _mpi() -> str | None:
@@ -114,22 +84,13 @@ def collect() -> tuple[dict[str, Any], list[str]]:
         facts["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
         problems += version_problems(tf_version, str(keras_version))
         facts.update(strategies(tf))
-    facts["horovod"] = _horovod()
+    for spec in backend_registry.backends():
+        if spec.stack is not None:
+            facts[spec.stack.key] = spec.stack.collect()
     facts["mpi"] = _mpi()
     facts["mpi4py"] = _version("mpi4py")
     facts["backends"] = backend_support(facts)
     return facts, problems
-
-
-def _build_line(build: dict[str, Any] | None) -> str:
-    if not build:
-        return "(not built by make install: its build is unknown)"
-    return (f"built from source by make install against TensorFlow {build.get('tensorflow')} "
-            f"(Python {build.get('python')}), with {build.get('patch')}: XLA ops left out")
-
-
-def _mark(flag: bool) -> str:
-    return "[X]" if flag else "[ ]"
 
 
 @click.command("doctor")
@@ -145,7 +106,7 @@ def _mark(flag: bool) -> str:
 @ssh_options
 def command(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts: str | None,
             network_interfaces: str | None, ports: str | None, **ssh: Any) -> None:
-    """Check the training stack (TensorFlow, Keras, Horovod, MPI, GPUs), or with --hosts the hosts of a job."""
+    """Check the training stack (TensorFlow, Keras, the backends' libraries, MPI, GPUs), or with --hosts the hosts of a job."""
     if hosts is not None:
         from dsl.commands._doctor_hosts import check
 
@@ -166,14 +127,9 @@ def command(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hos
         if facts["tensorflow"]:
             click.echo(f"Keras       {facts['keras']}")
             click.echo(f"GPUs        {', '.join(facts['gpus']) or 'none (CPU only)'}")
-        horovod = facts["horovod"]
-        if horovod:
-            click.echo(f"Horovod     {horovod['version']}  {_build_line(horovod['build'])}")
-            for title, key in (("frameworks", "frameworks"), ("controllers", "controllers"),
-                               ("tensor ops", "tensor_operations")):
-                click.echo(f"  {title:<10} " + "  ".join(f"{_mark(v)} {k}" for k, v in horovod[key].items()))
-        else:
-            click.echo("Horovod     not installed (make install builds it)")
+        for spec in backend_registry.backends():
+            for line in spec.stack.report(facts[spec.stack.key]) if spec.stack is not None else []:
+                click.echo(line)
         click.echo(f"MPI         {facts['mpi'] or 'not found (apt-get install openmpi-bin libopenmpi-dev)'}")
         click.echo(f"mpi4py      {facts['mpi4py'] or 'not installed'}")
         click.echo("Backends    (runner.backend)")

@@ -110,6 +110,20 @@ class RanksLaunch:
 
 
 @dataclass(frozen=True)
+class StackReport:
+    """What `dslrun doctor` reports of the library a backend runs on (Horovod's build, say).
+
+    key: its entry in doctor's facts (`dslrun doctor --json`), and the facts `doctor(facts)` reads.
+    collect(): those facts, importing the library (None: it is not installed or does not import).
+    report(collected): the lines of doctor's table about it (`collected` may be None).
+    """
+
+    key: str
+    collect: Callable[[], dict[str, Any] | None]
+    report: Callable[[dict[str, Any] | None], list[str]]
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """One registered `runner.backend` value."""
 
@@ -126,6 +140,7 @@ class BackendSpec:
     launch: ClusterLaunch | None = None
     ranks: RanksLaunch | None = None
     rank: Callable[[Mapping[str, str]], tuple[int, int] | None] | None = None
+    stack: StackReport | None = None
     refusals: dict[str, str] = field(default_factory=dict)
     checks: tuple[Check, ...] = ()
     module: str = ""
@@ -166,6 +181,7 @@ def register_backend(
     launch: ClusterLaunch | None = None,
     ranks: RanksLaunch | None = None,
     rank: Callable[[Mapping[str, str]], tuple[int, int] | None] | None = None,
+    stack: StackReport | None = None,
     refusals: dict[str, str] | None = None,
     checks: tuple[Check, ...] | list[Check] = (),
 ) -> BackendSpec:
@@ -177,7 +193,8 @@ def register_backend(
     returns why it cannot run on this installation (None: it can), from the facts `dslrun
     doctor` collected. `launch` says how `dslrun launch` starts a cluster of it, `ranks` how its
     launcher starts N ranks of a command (a sweep's trials), `rank(environ)` which (rank, size)
-    this process is when its launcher started it (None otherwise; errors name the rank).
+    this process is when its launcher started it (None otherwise; errors name the rank), `stack`
+    what `dslrun doctor` collects and reports of the library it runs on.
     `refusals` words why a capability is missing (see `refusal`).
     `checks` are its own `dslrun validate` rules about its settings.
     """
@@ -192,7 +209,7 @@ def register_backend(
                             f"{owned[clashes[0]]!r} already declares ({module})")
     spec = BackendSpec(name=name, summary=summary, title=title, create=create, settings=dict(settings or {}),
                        capabilities=capabilities or Capabilities(), order=order, auto=auto,
-                       auto_summary=auto_summary, doctor=doctor, launch=launch, ranks=ranks, rank=rank,
+                       auto_summary=auto_summary, doctor=doctor, launch=launch, ranks=ranks, rank=rank, stack=stack,
                        refusals=dict(refusals or {}),
                        checks=tuple(checks), module=module)
     _BACKENDS[name] = spec
