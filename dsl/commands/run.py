@@ -35,14 +35,14 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
             click.echo(f"dslrun: warning: {warning}", err=True)
 
     code = runner.run(on_start=store_pipeline if owner else None)
-    if owner and runner.already_finished:
+    if owner and runner.stop.finished:
         from dsl.engine.rundir import differs_from_stored
 
         warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
     if owner and code == 0:
-        if not runner.already_finished:
+        if not runner.stop.finished:
             click.echo(f"dslrun: run directory: {runner.model_dir}")
         _final_validation(runner)
     sys.exit(code)
@@ -52,7 +52,7 @@ def _final_validation(runner: Any) -> None:
     """The last val phase's outputs: this run's, or — for a run already finished (the same command
     run again) — its records', so a second `make demo` still says how well it does."""
     finals = [record for record in runner.history if record["mode"] == "val"]
-    if not finals and runner.already_finished and runner.metrics_file is not None:
+    if not finals and runner.stop.finished and runner.metrics_file is not None:
         finals = [record for record in runner.metrics_file.read() if record.get("mode") == "val"]
     if finals:
         # The val phase's outputs only: a record also holds fields that are none (step, time, a

@@ -228,9 +228,12 @@ class RunnerView(Protocol):
     outputs: dict[str, float]
     phase_outputs: dict[str, float]
     iter_seconds: float
-    should_stop: bool
-    failed: bool
     resumed: bool
+
+    @property
+    def should_stop(self) -> bool: ...
+    @property
+    def failed(self) -> bool: ...
 
     def request_stop(self, reason: str) -> None: ...
     def fail(self, reason: str) -> None: ...

@@ -109,12 +109,15 @@ class Finishable(Protocol):
 
     run_state: RunState
     model_dir: Path
-    should_stop: bool
-    stop_reason: str
     by_epoch: bool
     max_epochs: int | None
     max_iters: int | None
     workflow: list[tuple[str, int]]
+
+    @property
+    def should_stop(self) -> bool: ...
+    @property
+    def stop_reason(self) -> str: ...
 
 
 def finished(runner: Finishable) -> str | None:

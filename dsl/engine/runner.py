@@ -111,20 +111,21 @@ class Runner:
         self.phase_outputs: dict[str, float] = {}
         self.report = PhaseReport(self.modeler)  # the modeler's report of the last val pass, e.g. per class
         self.history: list[dict[str, Any]] = []
-        self.should_stop, self.failed, self.stop_reason = False, False, ""  # request_stop / fail
-        self.already_finished: str | None = None  # why a re-run had nothing to do
-        self._signal, self._stopping, self._agreed = 0, False, 0  # SIGTERM/SIGINT received: save, exit 128 + signal; stop agreed
+        self.stop = stop_agreement.StopState()  # whether and why the run stops (request_stop, fail, signals, agreements)
 
     # -------------------------------------------------------- public API for callbacks
     def request_stop(self, reason: str) -> None:
         """End training after the current call (several ranks: the next agreed one, stop_agreement.py); `reason` is printed."""
-        self.should_stop = True
-        self.stop_reason = self.stop_reason or reason
+        self.stop.ask(reason)
 
     def fail(self, reason: str) -> None:
         """End training now and exit non-zero (e.g. a NaN loss)."""
-        self.failed = True
-        self.request_stop(reason)
+        self.stop.ask(reason, failed=True)
+
+    # What callbacks read of the stop (a stop asked, a failure, the first reason): `stop` holds it.
+    should_stop = property(lambda self: self.stop.asked)
+    failed = property(lambda self: self.stop.failed)
+    stop_reason = property(lambda self: self.stop.reason)
 
     def save_checkpoint(self) -> str | None:
         """Write all training state (chief only); returns the checkpoint path."""
@@ -217,9 +218,9 @@ class Runner:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.restore()
-            self.already_finished = resume.finished(self)
-            if self.already_finished:
-                self.notice(self.already_finished)
+            self.stop.finished = resume.finished(self)
+            if self.stop.finished:
+                self.notice(self.stop.finished)
                 return 0
             if self.resumed:
                 self.notice(f"resumed from {self.restored_from} at step {self.step} (epoch {self.epoch})")
@@ -229,7 +230,7 @@ class Runner:
                 on_start()
             self._call("before_run")
             self.backend.run_training(self, self._train_workflow)
-            if self.placement.is_chief and not self._signal and not self.failed:
+            if self.placement.is_chief and not self.stop.signal and not self.stop.failed:
                 mark_done(self.model_dir, self.step, self.checkpoints.latest)
         except tf.errors.OpError as exc:
             raise explain_failure(exc, self.inputter, self.mode, self.step) from None
@@ -237,15 +238,15 @@ class Runner:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.summaries.flush()
-        if self._signal:
+        if self.stop.signal:
             path = self.save_checkpoint()
-            name = signal.Signals(self._signal).name
+            name = signal.Signals(self.stop.signal).name
             where = f"saved a checkpoint at step {self.step} in {path}" if path else "the chief saves the checkpoint"
             self.notice(f"interrupted by {name}: {where}; run the same command to resume")
-            return 128 + self._signal
-        if self.stop_reason:
-            self.notice(f"{'failed' if self.failed else 'stopped'}: {self.stop_reason}")
-        return 1 if self.failed else 0
+            return 128 + self.stop.signal
+        if self.stop.reason:
+            self.notice(f"{'failed' if self.stop.failed else 'stopped'}: {self.stop.reason}")
+        return 1 if self.stop.failed else 0
 
     def restore(self, weights_only: bool = False, option: str = "--resume-from") -> None:
         """Resume from `option` (`--resume-from`), else the run directory's newest usable checkpoint, else start fresh.
@@ -292,13 +293,13 @@ class Runner:
         plan = plan_phases(self.workflow, self.max_epochs or self.max_iters or 0, self.by_epoch)
         for phase in due_phases(plan, lambda: (self.units_done(), self.vals_done, self.by_epoch and self.data_position > 0)):
             self._agree_on_stopping()
-            if self._stopping:
+            if self.stop.stopping:
                 break
             self._run_phase(phase)
         else:
             self._agree_on_stopping()  # a stop asked during the last phase: every rank learns it before after_run
         self._call("after_run")
-        if self._agreed < stop_agreement.INTERRUPTED and self.placement.world_size > 1:  # one model, or say not
+        if self.stop.agreed < stop_agreement.INTERRUPTED and self.placement.world_size > 1:  # one model, or say not
             agreed, message = replicas_agree(self.backend, self.model)
             (self.notice if agreed else self.fail)(message)
 
@@ -313,14 +314,11 @@ class Runner:
 
     def _agree_on_stopping(self) -> None:
         """Every rank stops at the same point: one rank's reason stops them all (stop_agreement.py: where).
-        Only the agreed value (`_stopping`, `_agreed`) decides what a rank does next: `should_stop`
-        and `_signal` can change on one rank alone at any time (a signal, a callback)."""
-        mine = stop_agreement.code(bool(self._signal), self.failed, self.should_stop)
+        Only the agreed value (`stop.agreed`) decides what a rank does next: what was asked
+        (`stop.asked`, `stop.signal`) can change on one rank alone at any time (a signal, a callback)."""
+        mine = self.stop.mine()
         agreed = self.backend.max_across_ranks(mine) if self.placement.world_size > 1 else mine
-        if agreed > mine:
-            self._signal, self.failed = (signal.SIGTERM if agreed == stop_agreement.INTERRUPTED else 0), agreed == 2
-            self.request_stop(stop_agreement.REASONS[agreed])
-        self._agreed, self._stopping = agreed, agreed > 0
+        self.stop.learn(agreed, signal.SIGTERM)
 
     def _train_phase(self, num_steps: int) -> None:
         self.mode, self.inner_step, self.phase_steps = "train", 0, num_steps
@@ -329,8 +327,8 @@ class Runner:
         started = time.perf_counter()
         self._call("before_train_epoch")
         if self.placement.world_size <= 1:  # one process: a stop asked in before_train_epoch, as asked
-            self._stopping = self.should_stop  # (several ranks: as agreed just before the phase)
-        while self.inner_step < num_steps and not self._stopping:
+            self.stop.learn(self.stop.mine(), signal.SIGTERM)  # (several ranks: as agreed just before the phase)
+        while self.inner_step < num_steps and not self.stop.stopping:
             iterator, count, before = *self._next_chunk(min(self.steps_per_call, num_steps - self.inner_step)), self.step
             self._call("before_train_iter")
             tick = time.perf_counter()
@@ -389,7 +387,7 @@ class Runner:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """Stop after the current call and save; a second signal ends the process at once."""
-        self._signal = signum
+        self.stop.signal = signum
         self.request_stop(f"interrupted by {signal.Signals(signum).name}")
         signal.signal(signum, signal.SIG_DFL)
 

@@ -20,6 +20,8 @@ common.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 EVERY_STEPS = 16
 REASONS = ("", "another rank stopped the run", "another rank failed", "another rank was interrupted")
 INTERRUPTED = 3  # the code of a signal (SIGTERM/SIGINT): the run saves and exits 128 + signal
@@ -33,3 +35,44 @@ def due(step_before: int, step_after: int, phase_ended: bool, world_size: int, e
 def code(interrupted: bool, failed: bool, stopping: bool) -> int:
     """This rank's reason to stop, as the integer the ranks take the maximum of (an index of REASONS)."""
     return INTERRUPTED if interrupted else 2 if failed else 1 if stopping else 0
+
+
+@dataclass
+class StopState:
+    """Whether and why a run stops: the runner's one record of it.
+
+    asked: a stop was asked on this rank (`request_stop`, `fail`, a signal, or another rank's
+        reason learnt at an agreement); `reason` is the first reason asked.
+    failed: the stop is a failure (exit 1). signal: the SIGTERM/SIGINT received (0: none).
+    agreed: the code the ranks last agreed on (`code`, REASONS): what every rank acts on, since
+        `asked` can change on one rank alone at any time.
+    finished: why a re-run had nothing to do (None: it had work).
+    """
+
+    asked: bool = False
+    reason: str = ""
+    failed: bool = False
+    signal: int = 0
+    agreed: int = 0
+    finished: str | None = None
+
+    def ask(self, reason: str, failed: bool = False) -> None:
+        """Stop after the current call (several ranks: the next agreed one); the first reason stays."""
+        self.asked, self.reason, self.failed = True, self.reason or reason, self.failed or failed
+
+    def mine(self) -> int:
+        """This rank's reason to stop, as the code the ranks take the maximum of."""
+        return code(bool(self.signal), self.failed, self.asked)
+
+    def learn(self, agreed: int, interrupted_by: int) -> None:
+        """Take what the ranks agreed: a stronger reason of another rank becomes this rank's."""
+        if agreed > self.mine():
+            self.signal = interrupted_by if agreed == INTERRUPTED else 0
+            self.failed = agreed == 2
+            self.ask(REASONS[agreed])
+        self.agreed = agreed
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the ranks agreed to stop."""
+        return self.agreed > 0
