@@ -21,7 +21,7 @@ from dsl.language.rules import checked
 from dsl.modelers.base import check_patterns
 from dsl.modelers.classification import PARAMS, ClassificationModeler, check_top_k, metric_names, outputs
 
-__all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "outputs"]
+__all__ = ["PARAMS", "build", "metric_names", "outputs"]
 
 
 @register(
@@ -36,8 +36,4 @@ __all__ = ["PARAMS", "ImageClassificationModeler", "build", "metric_names", "out
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
-    return ImageClassificationModeler(params, context)
-
-
-class ImageClassificationModeler(ClassificationModeler):
-    """The classifier of images: `ClassificationModeler` as is (its `batch` is (image, class))."""
+    return ClassificationModeler(params, context)

@@ -31,8 +31,4 @@ from dsl.modelers.classification import PARAMS, ClassificationModeler, check_top
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
-    return TextClassificationModeler(params, context)
-
-
-class TextClassificationModeler(ClassificationModeler):
-    """The classifier of texts: `ClassificationModeler` as is (its `batch` is (tokens, class))."""
+    return ClassificationModeler(params, context)
