@@ -40,7 +40,7 @@ from typing import cast
 
 import tensorflow as tf
 
-from dsl.engine.contracts import Average, Backend
+from dsl.engine.contracts import Average, Communication
 
 
 def replica_local_variables(model: tf.keras.Model) -> list[tf.Variable]:
@@ -137,7 +137,7 @@ def weights_digest(model: tf.keras.Model) -> str:
     return digest.hexdigest()
 
 
-def replicas_agree(backend: Backend, model: tf.keras.Model) -> tuple[bool, str]:
+def replicas_agree(backend: Communication, model: tf.keras.Model) -> tuple[bool, str]:
     """Whether every replica ended with the same weights, and a line saying so or which differ."""
     digests: list[str] = backend.gather_strings(weights_digest(model))
     if len(set(digests)) == 1:
