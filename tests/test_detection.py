@@ -343,13 +343,16 @@ def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backb
 
 @pytest.mark.parametrize("box_loss", ["smooth_l1", "giou"])
 def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(box_loss: str) -> None:
+    from dsl.engine.compiler import network_facts
     from dsl.language.context import BuildContext
     from dsl.tasks.object_detection._box_coding import encode, giou_loss
     from dsl.tasks.object_detection.modeler import build
 
     network = {"type": "retinanet", "anchors": {"levels": [3], "sizes": [16], "scales": [1.0], "ratios": [1.0]}}
-    modeler = build({"box_loss": box_loss}, BuildContext(pipeline={"network": network}, image_shape=(32, 32, 3),
-                                                        num_classes=2))
+    context = BuildContext(pipeline={"network": network}, image_shape=(32, 32, 3), num_classes=2)
+    context.learn(network_facts({"network": network}))  # the network's anchors, as the compiler hands them on
+    modeler = build({"box_loss": box_loss}, context)
+    assert len(modeler.anchors) == 4 * 4  # one anchor per cell of the one 32/8 level asked for
     anchors = tf.constant(modeler.anchors)
     truth = {"boxes": tf.constant([[[0.1, 0.1, 0.5, 0.45], [0, 0, 0, 0]]]), "classes": tf.constant([[1, -1]]),
              "count": tf.constant([1])}
