@@ -80,3 +80,32 @@ def test_two_phase_settings_that_cannot_work_are_located_errors(tmp_path: Path) 
     assert result.exit_code == 1 and len(lines) == 2, result.output
     assert ":13:28: error: callbacks[0].unfreeze_after_epochs: there is nothing to unfreeze" in lines[0]
     assert ":14:29: error: callbacks[0].backbone_lr_multiplier: " in lines[1] and "adam optimizer" in lines[1]
+
+
+BUILD_SCRIPT = """\
+import sys
+import tensorflow as tf
+from dsl.cli import main
+
+tf.keras.utils.set_random_seed(0)
+inputs = tf.keras.Input((8, 8, 3))
+outputs = tf.keras.layers.Dense(5, name="other_head")(tf.keras.layers.Flatten()(inputs))
+model = tf.keras.Model(inputs, outputs)
+tf.train.CheckpointManager(tf.train.Checkpoint(model=model), sys.argv[1], max_to_keep=1).save(1)
+main(["validate", "--build", sys.argv[2]])
+"""
+
+
+@pytest.mark.slow
+def test_validate_build_matches_the_checkpoint_with_the_built_network(tmp_path: Path) -> None:
+    """`validate --build` matches the init_checkpoint file with the network it built, by name, as
+    the run will: a checkpoint of another network is one located error at the callback's path,
+    found before any data is read (it used to surface seconds into the run, naming no line)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(PIPELINE.format(path=tmp_path / "other", skip="[]"))
+    result = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(tmp_path / "other"), str(pipeline)],
+                            capture_output=True, text=True, timeout=300)
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert len(errors) == 1 and errors[0].startswith(f"{pipeline}:11:11: error: callbacks[0].path: "), errors
+    assert "init_checkpoint" in errors[0] and "Traceback" not in result.stderr

@@ -56,15 +56,32 @@ def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     tf.keras.mixed_precision.set_global_policy(pipeline["runner"].get("precision", "float32"))
     tf.keras.utils.set_random_seed(int(pipeline.get("seed") or 0))
     try:
-        _trace(pipeline, sources, declared, inputter.batch)
+        model = _trace(pipeline, sources, declared, inputter.batch)
+        return _built_checks(pipeline, sources, model)
     except _Failed as failed:
         return [failed.diagnostic]
     finally:
         tf.keras.mixed_precision.set_global_policy("float32")
-    return []
 
 
-def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> None:
+def _built_checks(pipeline: dict[str, Any], sources: SourceMap, model: Any) -> list[Diagnostic]:
+    """What each used type can tell only with the built network (`register(build_checks=...)`),
+    once per type: an init_checkpoint's file matched with it by name, as the run will."""
+    sections = [(kind, pipeline.get(kind)) for kind in ("inputter", "augmenter", "network", "modeler")]
+    sections += [("callback", callback) for callback in pipeline.get("callbacks") or []]
+    found: list[Diagnostic] = []
+    seen: set[tuple[str, str]] = set()
+    for kind, section in sections:
+        if not isinstance(section, dict) or (kind, section.get("type")) in seen:
+            continue
+        seen.add((kind, str(section.get("type"))))
+        for check in lookup(kind, str(section["type"])).build_checks:
+            found += check(pipeline, sources, model)
+    return found
+
+
+def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> Any:
+    """Build every section on the declared facts and trace a train and a val step; the built network."""
     context = BuildContext(pipeline=pipeline, model_dir=Path("/nonexistent/validate-build"), seed=0)
     context.learn({**declared.facts(), **network_facts(pipeline)})
     features, targets = _zero_example(batch, declared, sources)
@@ -92,6 +109,7 @@ def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, bat
     _stage("modeler", sources, lambda: train(_repeat(train_batch), tf.constant(1)))
     val = make_val_call(model, modeler, _metrics(modeler, "val"), traces)
     _stage("modeler", sources, lambda: val(_repeat(val_batch), tf.constant(1)))
+    return model
 
 
 def _metrics(modeler: Any, mode: str) -> dict[str, Any]:

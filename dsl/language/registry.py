@@ -90,6 +90,7 @@ class Component:
     facts: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     host_files: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None
     checks: tuple[Callable[..., Any], ...] = ()
+    build_checks: tuple[Callable[..., Any], ...] = ()
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -131,6 +132,7 @@ def register(
     facts: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     host_files: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None,
     checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
+    build_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -157,7 +159,9 @@ def register(
     "file" | "dir"), for `dslrun doctor --hosts`. `checks` are what the component can tell only
     from the whole pipeline or the machine (`check(pipeline, sources) -> [Diagnostic]`: a
     checkpoint's path, an optional package), run once by `dslrun validate` when the pipeline
-    uses the type. `extra` is merged into the component's schema (e.g.
+    uses the type; `build_checks` what it can tell only with the built network
+    (`check(pipeline, sources, model) -> [Diagnostic]`: a checkpoint matched with it by name), run
+    by `dslrun validate --build`. `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -196,6 +200,7 @@ def register(
             facts=facts,
             host_files=host_files,
             checks=tuple(checks),
+            build_checks=tuple(build_checks),
         )
         return builder
 
