@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from dsl.engine.compiler import build_section, network_facts
 from dsl.engine.steps import make_train_call, make_val_call
+from dsl.language.checks import used_components
 from dsl.language.context import BuildContext
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
@@ -67,17 +68,8 @@ def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
 def _built_checks(pipeline: dict[str, Any], sources: SourceMap, model: Any) -> list[Diagnostic]:
     """What each used type can tell only with the built network (`register(build_checks=...)`),
     once per type: an init_checkpoint's file matched with it by name, as the run will."""
-    sections = [(kind, pipeline.get(kind)) for kind in ("inputter", "augmenter", "network", "modeler")]
-    sections += [("callback", callback) for callback in pipeline.get("callbacks") or []]
-    found: list[Diagnostic] = []
-    seen: set[tuple[str, str]] = set()
-    for kind, section in sections:
-        if not isinstance(section, dict) or (kind, section.get("type")) in seen:
-            continue
-        seen.add((kind, str(section.get("type"))))
-        for check in lookup(kind, str(section["type"])).build_checks:
-            found += check(pipeline, sources, model)
-    return found
+    return [found for component in used_components(pipeline) for check in component.build_checks
+            for found in check(pipeline, sources, model)]
 
 
 def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> Any:

@@ -389,16 +389,18 @@ def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[
 def check_components_own(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Each used type's own checks of the whole pipeline (`register(checks=...)`), once per type:
     an init_checkpoint's file, the package the mlflow callback needs, a classifier's top_k."""
-    found: list[Diagnostic] = []
-    seen: set[tuple[str, str]] = set()
+    return [found for component in used_components(pipeline) for check in component.checks
+            for found in check(pipeline, sources)]
+
+
+def used_components(pipeline: dict[str, Any]) -> list[registry.Component]:
+    """Every registered type the pipeline uses, once each, in section order (unknown types left out)."""
+    found: dict[tuple[str, str], registry.Component] = {}
     for _, kind, section in _sections(pipeline):
         component = _component(kind, section.get("type"))
-        if component is None or (kind, component.type) in seen:
-            continue
-        seen.add((kind, component.type))
-        for check in component.checks:
-            found += check(pipeline, sources)
-    return found
+        if component is not None:
+            found.setdefault((kind, component.type), component)
+    return list(found.values())
 
 
 def _sections(pipeline: dict[str, Any]) -> list[tuple[JsonPath, str, dict[str, Any]]]:
