@@ -198,7 +198,7 @@ runner:
 
 def run_dslrun(args: argparse.Namespace) -> None:
     from dsl.engine.hooks import Callback
-    from dsl.language.pipeline import load_pipeline
+    from dsl.language.pipeline import load_resolved
 
     if args.input == "csv":
         inputter = (f"{{type: image_classification_csv, train: {args.data}/train.csv, num_classes: 10, "
@@ -242,7 +242,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
 
             dsl.engine.stop_agreement.due = lambda *_: True  # type: ignore[assignment]
 
-        runner = build_runner(load_pipeline(path), resume=False)
+        runner = build_runner(load_resolved(path), resume=False)
         runner.add_callback(Timer())
         runner.run()
         report(args, clock, runner.placement.world_size, runner.placement.rank,
@@ -261,7 +261,7 @@ def run_replica_state(args: argparse.Namespace) -> None:
     import tensorflow as tf
 
     from dsl.commands._training import build_runner
-    from dsl.language.pipeline import load_pipeline
+    from dsl.language.pipeline import load_resolved
 
     inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
                 f"num_classes: 10, batch_size: {args.batch}}}")
@@ -270,7 +270,7 @@ def run_replica_state(args: argparse.Namespace) -> None:
         path.write_text(PIPELINE.format(inputter=inputter, augmenter="none", depth=args.depth, run=run,
                                         iters=1, threads="null", inter="null", precision="float32",
                                         sync_bn="false", backend="auto", compression="none", fusion="null"))
-        runner = build_runner(load_pipeline(path), resume=False)
+        runner = build_runner(load_resolved(path), resume=False)
         runner.restore()
         plain, reconcile = runner._train_call, runner.replica_state.call
         assert reconcile is not None, "the replica_state case needs 2 ranks"

@@ -47,7 +47,7 @@ def op_types(graph_def: Any) -> Counter[str]:
 def dslrun_runner(run_dir: str, batch: int, depth: int) -> Any:
     """The `dslrun` bench case's runner (synthetic inputter, no augmentation), restored to step 0."""
     from dsl.commands._training import build_runner
-    from dsl.language.pipeline import load_pipeline
+    from dsl.language.pipeline import load_resolved
 
     inputter = (f"{{type: synthetic, num_examples: {{train: 50000, val: 0, test: 0}}, "
                 f"num_classes: 10, batch_size: {batch}}}")
@@ -55,7 +55,7 @@ def dslrun_runner(run_dir: str, batch: int, depth: int) -> Any:
     path.write_text(PIPELINE.format(inputter=inputter, augmenter="none", depth=depth, run=run_dir, iters=1,
                                     threads="null", inter="null", precision="float32", sync_bn="false",
                                     backend="auto", compression="none", fusion="null"))
-    runner = build_runner(load_pipeline(path), resume=False)
+    runner = build_runner(load_resolved(path), resume=False)
     runner.restore()
     return runner
 

@@ -51,14 +51,14 @@ def parse() -> argparse.Namespace:
     return args
 
 
-def pipeline(args: argparse.Namespace, run: str) -> dict[str, Any]:
-    """The shipped pipeline with only the run's length, batch size and directory changed."""
-    from dsl.language.pipeline import load_pipeline
+def pipeline(args: argparse.Namespace, run: str) -> Any:
+    """The shipped pipeline with only the run's length, batch size and directory changed (typed)."""
+    from dsl.language.pipeline import load_resolved
 
     iters = args.warmup + args.steps
     overrides = [f"runner.model_dir={run}", f"runner.workflow=[[train, {iters}]]", f"runner.max_iters={iters}",
                  "runner.max_epochs=null", f"inputter.batch_size={args.batch}", "callbacks=[]"]
-    return load_pipeline(PIPELINES[args.task], overrides, environ={**os.environ, "DATA_DIR": args.data})
+    return load_resolved(PIPELINES[args.task], overrides, environ={**os.environ, "DATA_DIR": args.data})
 
 
 def run_dslrun(args: argparse.Namespace) -> None:
@@ -95,7 +95,7 @@ def reference_parts(args: argparse.Namespace, run: str) -> tuple[Any, Any, Any, 
     if args.task == "detection":  # the targets coded per anchor in the input pipeline, as keras.io does
         from detection_reference import reference
 
-        encoder, _ = reference(resolved, compiled.context.image_shape, compiled.context.num_classes)
+        encoder, _ = reference(resolved.to_dict(), compiled.context.image_shape, compiled.context.num_classes)
         data = data.map(encoder.encode_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     optimizer = compiled.modeler.optimizer(compiled.context.steps_per_epoch)
     return compiled.model, data, optimizer, compiled.context
@@ -113,7 +113,7 @@ def keras_loss_and_metrics(task: str, context: Any) -> tuple[Any, list[Any]]:
     if task == "detection":  # no train metric, as dslrun's object_detection modeler (mAP is a val metric)
         from detection_reference import reference
 
-        return reference(context.pipeline, context.image_shape, context.num_classes)[1], []
+        return reference(context.pipeline.to_dict(), context.image_shape, context.num_classes)[1], []
     return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), [tf.keras.metrics.SparseCategoricalAccuracy()]
 
 
@@ -169,7 +169,7 @@ def whole_calls(args: argparse.Namespace) -> None:
     """Warm-up and timed steps rounded up to whole graph calls of the pipeline's
     `runner.steps_per_call` (the timer sees a call's end), for every case alike."""
     with tempfile.TemporaryDirectory() as run:
-        per_call = int(pipeline(args, run)["runner"].get("steps_per_call") or 1)
+        per_call = pipeline(args, run).runner.steps_per_call
     args.warmup = -(-args.warmup // per_call) * per_call
     args.steps = -(-args.steps // per_call) * per_call
 

@@ -15,7 +15,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import lookup
 
-CONTEXT = BuildContext(pipeline={})
+CONTEXT = BuildContext()
 
 
 def augmenter(type_: str = "cifar", **params):

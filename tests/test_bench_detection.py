@@ -21,7 +21,8 @@ from dsl.tasks.object_detection._synthetic_data import DetectionSpec, write
 
 
 def test_the_keras_reference_loss_is_the_modelers_on_a_real_batch(tmp_path: Path) -> None:
-    from dsl.engine.compiler import network_facts
+    from dsl.engine.compiler import component_facts
+    from dsl.language.resolved import Component
     from dsl.tasks.object_detection.modeler import PARAMS
     from dsl.tasks.object_detection.modeler import build as modeler
     from dsl.tasks.object_detection.object_detection_csv import build as inputter
@@ -34,8 +35,8 @@ def test_the_keras_reference_loss_is_the_modelers_on_a_real_batch(tmp_path: Path
     network = {"type": "retinanet", "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0, 1.5],
                                                 "ratios": [1.0]}}
     settings = {name: spec["default"] for name, spec in PARAMS.items() if "default" in spec}
-    context = BuildContext(pipeline={"network": network}, image_shape=(64, 64, 3), num_classes=3)
-    context.learn(network_facts({"network": network}))  # the network's anchors, as the compiler hands them on
+    context = BuildContext(image_shape=(64, 64, 3), num_classes=3)
+    context.learn(component_facts("network", Component.from_resolved(network)))  # the network's anchors, as the compiler hands them on
     ours = modeler(settings, context)
     encoder, loss = reference({"network": network, "modeler": settings}, (64, 64, 3), 3)
     outputs = tf.constant(np.random.default_rng(0).normal(size=(8, len(ours.anchors), 7)), tf.float32)

@@ -20,7 +20,7 @@ from dsl.language.registry import lookup
 def synthetic(**params):
     section = {"type": "synthetic", "num_examples": {"train": 300, "val": 70, "test": 0}, "batch_size": 16,
                "pool_size": 50, **params}
-    return lookup("inputter", "synthetic").builder(section, BuildContext(pipeline={}))
+    return lookup("inputter", "synthetic").builder(section, BuildContext())
 
 
 def batches(dataset) -> list[tuple[np.ndarray, np.ndarray]]:

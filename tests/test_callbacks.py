@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import jsonschema
 import pytest
+from pipeline_support import typed_pipeline
 
 from dsl.distributed.scaling import Scaling
 from dsl.distributed.sync_batch_norm import BatchNormSync
@@ -60,7 +61,7 @@ class FakeRunner:
     def __init__(self, model_dir: Path, *, workflow=(("train", 1),), max_epochs: int | None = 3,
                  max_iters: int | None = None, steps_per_epoch: int = 10, steps_per_call: int = 1,
                  val_steps: int = 2, batch_size: int = 4, world_size: int = 1, model: Any = None) -> None:
-        self.pipeline = {"name": "tiny", "runner": {"workflow": [list(p) for p in workflow]}}
+        self.pipeline = typed_pipeline(runner={"workflow": [list(p) for p in workflow]})
         self.model_dir = Path(model_dir)
         self.placement = Placement(rank=0, world_size=world_size)
         self.context = BuildContext(pipeline=self.pipeline, model_dir=self.model_dir, placement=self.placement)
@@ -265,7 +266,7 @@ def test_train_loss_prints_window_mean_every_n_iters_and_epoch_mean(tmp_path, ca
 
 def test_train_loss_leaves_the_epoch_value_to_a_progress_bar(tmp_path, capsys):
     runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=6)
-    runner.pipeline["callbacks"] = [{"type": "train_loss"}, {"type": "progress"}]
+    runner.pipeline = typed_pipeline(callbacks=[{"type": "train_loss"}, {"type": "progress"}])
     runner.run([make("train_loss", every_n_iters=4), make("progress")],
                sequence("loss", [6.0, 5.0, 4.0, 3.0, 2.0, 1.0], accuracy=0.5))
     captured = capsys.readouterr()

@@ -18,6 +18,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
+from pipeline_support import typed_pipeline
+
 from backends.local import LocalBackend
 from dsl.distributed.scaling import steps_per_epoch
 from dsl.engine.compiler import configure_tensorflow
@@ -30,7 +32,7 @@ from dsl.tasks.image_classification.cifar import CifarAugmenter
 @pytest.fixture(autouse=True)
 def seeded() -> None:
     """TensorFlow seeded as `dslrun` seeds it, not as an earlier test of the session left it."""
-    configure_tensorflow({"seed": 7, "runner": {}})
+    configure_tensorflow(typed_pipeline(seed=7))
 
 
 class Sharded(LocalBackend):
@@ -51,7 +53,7 @@ def feed(backend: LocalBackend | None = None, examples: int = 96, cache: bool = 
          drop_remainder: bool = True) -> DataFeed:
     section = {"type": "synthetic", "num_examples": {"train": examples, "val": 0, "test": 0}, "batch_size": 16,
                "pool_size": 40, "cache": cache, "drop_remainder": drop_remainder}
-    inputter = lookup("inputter", "synthetic").builder(section, BuildContext(pipeline={}))
+    inputter = lookup("inputter", "synthetic").builder(section, BuildContext())
     augmenter = CifarAugmenter({"padding": 2, "crop": True, "horizontal_flip": True, "brightness": 0.0,
                                 "contrast": None, "standardize": True})
     return DataFeed(inputter, augmenter, backend or LocalBackend(), batch_size=16, seed=7)
@@ -89,7 +91,7 @@ def test_one_stream_gives_each_epoch_as_the_inputter_gives_it_alone(cache: bool)
 def test_a_pipeline_seed_tensorflow_reads_as_zero_still_gives_its_epochs(seed: int) -> None:
     """TensorFlow takes seeds modulo 2**31 - 1, and with a global seed of 0 tf.data refuses a
     tensor seed (it compares the pair with (0, 0) in Python): `seed: 0` must still train."""
-    configure_tensorflow({"seed": seed, "runner": {}})
+    configure_tensorflow(typed_pipeline(seed=seed))
     data = feed()
     data.seed = seed
     stream = data.train_iterator(0, 0, steps_per_epoch=6)

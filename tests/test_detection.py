@@ -261,7 +261,7 @@ def augmenter(**params: Any) -> Any:
     from dsl.language.context import BuildContext
     from dsl.tasks.object_detection.augmenter import build
 
-    return build({"standardize": False, **params}, BuildContext(pipeline={}, image_shape=(64, 64, 3)))
+    return build({"standardize": False, **params}, BuildContext(image_shape=(64, 64, 3)))
 
 
 def bright_rectangle() -> tuple[Any, dict[str, Any]]:
@@ -333,7 +333,7 @@ def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backb
 
     network = {"backbone": backbone, "fpn_filters": 8, "base_filters": 4, "head_convs": 1,
                "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0], "ratios": [0.5, 1.0, 2.0]}}
-    model = build(network, BuildContext(pipeline={}, image_shape=(64, 64, 3), num_classes=3))
+    model = build(network, BuildContext(image_shape=(64, 64, 3), num_classes=3))
     outputs = model(tf.zeros((2, 64, 64, 3)), training=False)
     assert outputs.dtype == tf.float32
     assert outputs.shape == (2, len(anchor_boxes(anchors_of(network), (64, 64))), 4 + 3) == (2, (64 + 16) * 3, 7)
@@ -343,14 +343,15 @@ def test_retinanet_outputs_deltas_and_logits_per_anchor_on_either_backbone(backb
 
 @pytest.mark.parametrize("box_loss", ["smooth_l1", "giou"])
 def test_the_loss_is_focal_plus_box_loss_and_zero_box_loss_for_perfect_deltas(box_loss: str) -> None:
-    from dsl.engine.compiler import network_facts
+    from dsl.engine.compiler import component_facts
     from dsl.language.context import BuildContext
+    from dsl.language.resolved import Component
     from dsl.tasks.object_detection._box_coding import encode, giou_loss
     from dsl.tasks.object_detection.modeler import build
 
     network = {"type": "retinanet", "anchors": {"levels": [3], "sizes": [16], "scales": [1.0], "ratios": [1.0]}}
-    context = BuildContext(pipeline={"network": network}, image_shape=(32, 32, 3), num_classes=2)
-    context.learn(network_facts({"network": network}))  # the network's anchors, as the compiler hands them on
+    context = BuildContext(image_shape=(32, 32, 3), num_classes=2)
+    context.learn(component_facts("network", Component.from_resolved(network)))  # the network's anchors, as the compiler hands them on
     modeler = build({"box_loss": box_loss}, context)
     assert len(modeler.anchors) == 4 * 4  # one anchor per cell of the one 32/8 level asked for
     anchors = tf.constant(modeler.anchors)
@@ -397,7 +398,7 @@ def test_the_ssd_lite_head_predicts_the_same_anchors_with_depthwise_separable_co
 
     network = {"fpn_filters": 16, "base_filters": 4, "head_convs": 2,
                "anchors": {"levels": [3, 4], "sizes": [12, 24], "scales": [1.0, 1.5], "ratios": [1.0]}}
-    context = BuildContext(pipeline={}, image_shape=(64, 64, 3), num_classes=3)
+    context = BuildContext(image_shape=(64, 64, 3), num_classes=3)
     models = {head: build({**network, "head": head}, context) for head in ("retinanet", "ssd_lite")}
     outputs = {head: model(tf.zeros((2, 64, 64, 3)), training=False) for head, model in models.items()}
     assert outputs["ssd_lite"].shape == outputs["retinanet"].shape == (2, (64 + 16) * 2, 7)

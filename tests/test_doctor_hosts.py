@@ -20,6 +20,7 @@ from testhosts import test_hosts  # noqa: F401 (the session fixture)
 import dsl
 from dsl.distributed.hosts import Ssh, parse_hosts, ssh_error
 from dsl.distributed.preflight import compare_packages, data_items, public_addresses, shared_interfaces
+from dsl.language.resolved import Component
 from dsl.tasks.image_classification._host_files import csv_samples
 
 from e2e_support import DSLRUN, ENV, dslrun, synthetic_data
@@ -234,9 +235,9 @@ def test_shared_interface_is_found_or_the_odd_host_is_named() -> None:
 
 def test_data_items_name_the_sources_and_sample_csv_images(tmp_path: Path) -> None:
     (tmp_path / "train.csv").write_text("path,label\n" + "".join(f"img/{i}.png,{i % 2}\n" for i in range(10)))
-    resolved = {"inputter": {"type": "image_classification_csv", "train": "train.csv", "val": None,
-                             "test": ["t-*.csv"]}}
-    items = data_items(resolved, ["p.yaml"], str(tmp_path))
+    inputter = Component.from_resolved({"type": "image_classification_csv", "train": "train.csv", "val": None,
+                                        "test": ["t-*.csv"]})
+    items = data_items(inputter, ["p.yaml"], str(tmp_path))
     assert items[:2] == [{"path": str(tmp_path / "p.yaml"), "kind": "file"},
                          {"path": str(tmp_path / "train.csv"), "kind": "file"}]
     assert items[2] == {"path": str(tmp_path / "t-*.csv"), "kind": "glob"}

@@ -10,7 +10,7 @@ import pytest
 
 from dsl.engine.callback_list import POINTS, CallbackList
 from dsl.engine.hooks import Callback
-from dsl.language.pipeline import load_pipeline
+from dsl.language.pipeline import load_resolved
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def make_runner(tmp_path: Path, workflow: str = "[[train, 1], [val, 1]]", limit:
     path = tmp_path / "engine.yaml"
     path.write_text(PIPELINE.format(run=tmp_path / "run", workflow=workflow, limit=limit,
                                     steps_per_call=steps_per_call))
-    return build_runner(load_pipeline(path), resume=False)
+    return build_runner(load_resolved(path), resume=False)
 
 
 @pytest.fixture
@@ -231,9 +231,9 @@ def test_mixed_float16_scales_the_loss_and_checkpoints_the_scale(tmp_path: Path,
     good_steps.assign(7)
     runner.save_checkpoint()
     from dsl.commands._training import build_runner
-    from dsl.language.pipeline import load_pipeline
+    from dsl.language.pipeline import load_resolved
 
-    again = build_runner(load_pipeline(tmp_path / "engine.yaml"), resume=True)
+    again = build_runner(load_resolved(tmp_path / "engine.yaml"), resume=True)
     again.restore()
     restored_scale, restored_good = loss_scale_variables(again.optimizer)
     assert (float(restored_scale.numpy()), int(restored_good.numpy())) == (1024.0, 7)

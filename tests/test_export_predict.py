@@ -52,7 +52,7 @@ def invoke(*args: str) -> Any:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pipeline whose run directory holds a checkpoint (RGB PNG files, a 1-channel model)."""
     from dsl.commands._training import build_runner
-    from dsl.language.pipeline import load_pipeline
+    from dsl.language.pipeline import load_resolved
 
     root = tmp_path_factory.mktemp("serve")
     data = root / "data"
@@ -60,7 +60,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
                   "--num-classes", "3", "--image-size", "8").exit_code == 0
     path = root / "serve.yaml"
     path.write_text(PIPELINE.format(data=data, run=root / "run"), encoding="utf-8")
-    assert build_runner(load_pipeline(path), resume=False).run() == 0
+    assert build_runner(load_resolved(path), resume=False).run() == 0
     return path
 
 
@@ -94,12 +94,12 @@ def test_both_signatures_of_the_reloaded_model_agree_with_the_model_in_memory(tr
     from dsl.commands._training import restored_runner
     from dsl.engine.steps import make_predict_call
     from dsl.inputters.pipeline import decode_image
-    from dsl.language.pipeline import load_pipeline
+    from dsl.language.pipeline import load_resolved
 
     files = images(trained)
     encoded = [path.read_bytes() for path in files]  # RGB PNGs, sent to a 1-channel model
     pixels = tf.stack([decode_image(data, (8, 8, 1)) for data in encoded])
-    runner = restored_runner(load_pipeline(trained), None)
+    runner = restored_runner(load_resolved(trained), None)
     in_memory = make_predict_call(runner.model, runner.modeler, runner.augmenter.eval)(pixels)
 
     served = tf.saved_model.load(str(exported[0]))

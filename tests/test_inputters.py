@@ -20,7 +20,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import lookup
 
-CONTEXT = BuildContext(pipeline={})
+CONTEXT = BuildContext()
 MY_TYPES = ("image_classification_csv", "cifar10_binary", "image_folder", "tfrecord", "synthetic")
 
 

@@ -145,7 +145,7 @@ def test_a_classifiers_per_class_report_of_two_ranks_is_that_of_one_process() ->
     from dsl.language.context import BuildContext
     from dsl.language.registry import lookup
 
-    context = BuildContext(pipeline={"runner": {}}, image_shape=(4, 4, 1), num_classes=3, class_names=["a", "b", "c"])
+    context = BuildContext(image_shape=(4, 4, 1), num_classes=3, class_names=["a", "b", "c"])
     classifier = lookup("modeler", "image_classification").builder({"type": "image_classification"}, context)
     rng = np.random.default_rng(1)
     labels, logits = rng.integers(0, 3, size=20), rng.normal(size=(20, 3)).astype(np.float32)

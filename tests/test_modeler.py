@@ -15,6 +15,8 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from pipeline_support import typed_pipeline
+
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import lookup
@@ -23,7 +25,9 @@ tf = pytest.importorskip("tensorflow")
 
 
 def modeler(params: dict | None = None, runner: dict | None = None, classes: int = 3):
-    context = BuildContext(pipeline={"runner": runner or {}}, image_shape=(4, 4, 1), num_classes=classes)
+    # A run of the given length; without one, a modeler built alone (no run length known).
+    pipeline = typed_pipeline(runner={"max_epochs": None, **runner}) if runner else None
+    context = BuildContext(pipeline=pipeline, image_shape=(4, 4, 1), num_classes=classes)
     builder = lookup("modeler", "image_classification").builder
     return builder({"type": "image_classification", **(params or {})}, context)
 
@@ -216,7 +220,7 @@ def test_optimizer_config_with_the_schedule_round_trips():
 def test_l2_skips_normalisation_and_bias_variables():
     from dsl.tasks.image_classification.resnet_cifar import build as resnet
 
-    model = resnet({"depth": 20}, BuildContext(pipeline={}, image_shape=(8, 8, 3), num_classes=10))
+    model = resnet({"depth": 20}, BuildContext(image_shape=(8, 8, 3), num_classes=10))
     chosen = modeler({"weight_decay": 1e-4}).l2_variables(model)
     # 19 convolutions + 2 projection shortcuts + the logits kernel; 21 batch norms and 1 bias skipped.
     assert len(chosen) == 22 and all(v.name.endswith("kernel:0") for v in chosen)
@@ -375,7 +379,7 @@ def test_another_modeler_shares_the_optimizer_and_schedule_settings() -> None:
 
 
 def test_per_class_values_for_the_val_record_are_named_by_class_and_optional():
-    context = BuildContext(pipeline={"runner": {}}, image_shape=(4, 4, 1), num_classes=3,
+    context = BuildContext(image_shape=(4, 4, 1), num_classes=3,
                            class_names=["cat", "hot dog", "dog"])
     builder = lookup("modeler", "image_classification").builder
     classifier = builder({"type": "image_classification"}, context)

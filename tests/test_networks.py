@@ -22,7 +22,7 @@ OWN_NETWORKS = ("mlp", "simple_cnn", "resnet_cifar")
 
 
 def build(network_type: str, params: dict | None = None, shape=(16, 16, 3), classes: int = 10):
-    context = BuildContext(pipeline={}, image_shape=shape, num_classes=classes)
+    context = BuildContext(image_shape=shape, num_classes=classes)
     return lookup("network", network_type).builder({"type": network_type, **(params or {})}, context)
 
 

@@ -23,7 +23,7 @@ class MarkedBatchNormalization(tf.keras.layers.BatchNormalization):
 
 
 def context(image_size: int = 16) -> BuildContext:
-    return BuildContext(pipeline={}, image_shape=(image_size, image_size, 3), num_classes=4)
+    return BuildContext(image_shape=(image_size, image_size, 3), num_classes=4)
 
 
 def test_moving_statistics_are_reconciled_and_trainable_or_frozen_weights_are_not() -> None:

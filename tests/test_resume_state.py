@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsl.engine.hooks import Callback
-from dsl.language.pipeline import load_pipeline
+from dsl.language.pipeline import load_resolved
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def make_runner(run: Path, epochs: int, extra_callbacks: tuple[Callback, ...] = 
 
     path = run.parent / f"{run.name}.yaml"
     path.write_text(PIPELINE.format(run=run, epochs=epochs))
-    runner = build_runner(load_pipeline(path))
+    runner = build_runner(load_resolved(path))
     for callback in extra_callbacks:
         runner.add_callback(callback)
     return runner

@@ -6,16 +6,18 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import typed_pipeline
 
 from dsl.distributed.scaling import scaling_for
 from dsl.language.errors import DslError
+from dsl.language.resolved import Pipeline
 from dsl.modelers._optimizers import fill_optimizer
 
 
-def pipeline(batch: int = 64, optimizer: str = "momentum", **runner: Any) -> dict[str, Any]:
+def pipeline(batch: int = 64, optimizer: str | dict[str, Any] = "momentum", **runner: Any) -> Pipeline:
     """A pipeline as the language resolves it: the optimizer's defaults filled."""
-    return {"inputter": {"batch_size": batch}, "modeler": {"optimizer": fill_optimizer({"type": optimizer})},
-            "runner": runner}
+    written = {"type": optimizer} if isinstance(optimizer, str) else optimizer
+    return typed_pipeline(inputter={"batch_size": batch}, modeler={"optimizer": fill_optimizer(written)}, runner=runner)
 
 
 def test_default_keeps_the_global_batch_and_the_rate() -> None:
@@ -103,9 +105,7 @@ def test_asynchronous_workers_lower_the_momentum_by_the_momentum_their_asynchron
     """N asynchronous workers act as an implicit momentum of 1 - 1/N (Mitliagkas et al. 2016): the
     optimizer's momentum is lowered by it, to no less than 0; adaptive optimizers' betas are left."""
     def momentum(workers: int, optimizer: dict[str, Any], **runner: Any) -> tuple[float | None, str]:
-        resolved = {"inputter": {"batch_size": 32}, "modeler": {"optimizer": fill_optimizer(optimizer)}, "runner": runner}
-        scaling = scaling_for(resolved,
-                              1, asynchronous_workers=workers)
+        scaling = scaling_for(pipeline(32, optimizer, **runner), 1, asynchronous_workers=workers)
         return scaling.momentum, scaling.describe(0.1)
 
     assert momentum(2, {"type": "momentum", "momentum": 0.9}) == (

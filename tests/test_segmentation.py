@@ -59,7 +59,7 @@ def pair_csv(directory: Path, image: np.ndarray, mask: np.ndarray, rows: int = 2
 
 
 def context(**facts: Any) -> BuildContext:
-    found = BuildContext(pipeline=facts.pop("pipeline", {}))
+    found = BuildContext()
     found.learn({"image_shape": (16, 16, 3), "num_classes": 4, "ignore_label": 255, **facts})
     return found
 
@@ -245,16 +245,16 @@ def test_unet_gives_float32_logits_at_any_divisible_input_size_even_under_mixed_
     assert {"encoder_1_conv_1", "encoder_1_batch_normalization_1", "decoder_1_concat", "logits"} <= {layer.name for layer in model.layers}
 
 
-@pytest.mark.parametrize("pipeline, match", [
-    ({}, r"network.depth: .* divisible by 2\*\*3 = 8, but inputter.image_shape is 20x20"),
-    ({"augmenter": {"type": "segmentation", "crop_size": [12, 16]}}, "but augmenter.crop_size is 12x16"),
+@pytest.mark.parametrize("crop, match", [
+    (None, r"network.depth: .* divisible by 2\*\*3 = 8, but inputter.image_shape is 20x20"),
+    ([12, 16], "but augmenter.crop_size is 12x16"),
 ])
-def test_unet_refuses_sizes_it_cannot_halve(pipeline: dict[str, Any], match: str) -> None:
+def test_unet_refuses_sizes_it_cannot_halve(crop: list[int] | None, match: str) -> None:
     from dsl.tasks.image_segmentation import unet
 
-    shape = (20, 20, 3) if not pipeline else (16, 16, 3)
+    shape = (20, 20, 3) if not crop else (16, 16, 3)
     with pytest.raises(DslError, match=match):
-        unet.build({"depth": 3}, context(image_shape=shape, pipeline=pipeline))
+        unet.build({"depth": 3}, context(image_shape=shape, crop_size=crop))
 
 
 @pytest.mark.parametrize("stride", [8, 32])
@@ -269,9 +269,8 @@ def test_fcn_gives_logits_at_input_resolution(stride: int) -> None:
 def test_fcn_refuses_a_training_crop_of_another_size() -> None:
     from dsl.tasks.image_segmentation import fcn
 
-    pipeline = {"augmenter": {"type": "segmentation", "crop_size": [16, 16]}}
     with pytest.raises(DslError, match=r"augmenter\.crop_size: fcn is built for the inputter.s image shape 32x32"):
-        fcn.build({}, context(image_shape=(32, 32, 3), pipeline=pipeline))
+        fcn.build({}, context(image_shape=(32, 32, 3), crop_size=[16, 16]))
 
 
 # ------------------------------------------------------------------------------------- modeler

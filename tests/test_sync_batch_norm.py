@@ -48,7 +48,7 @@ def test_switchable_layers_switched_off_normalise_like_plain_batch_norm() -> Non
     from dsl.language.context import BuildContext
     from dsl.tasks.image_classification import simple_cnn
 
-    context = BuildContext(pipeline={}, image_shape=(8, 8, 3), num_classes=3)
+    context = BuildContext(image_shape=(8, 8, 3), num_classes=3)
     model = simple_cnn.build({"filters": [4], "dense_units": 8, "batch_norm": True}, context)
     converted = convert_batch_norm(model, horovod_switchable())
     assert set_synchronised(converted, False) == 1

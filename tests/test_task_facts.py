@@ -34,7 +34,7 @@ def test_a_batch_word_nobody_registered_has_no_example() -> None:
 
 
 def test_the_build_context_learns_a_tasks_fact_and_refuses_an_unknown_one() -> None:
-    context = BuildContext(pipeline={})
+    context = BuildContext()
     context.learn({"num_classes": 4, "image_shape": [8, 8, 3], "ignore_label": 255})
     assert (context.num_classes, context.image_shape, context.fact("ignore_label")) == (4, (8, 8, 3), 255)
     assert context.fact("max_boxes", 1) == 1

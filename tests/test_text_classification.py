@@ -35,7 +35,7 @@ SHIPPED = ROOT / "pipelines" / "text_classification.yaml"
 
 
 def context(run: Path, rank: int = 0, world_size: int = 1) -> BuildContext:
-    return BuildContext(pipeline={}, model_dir=run, placement=Placement(rank=rank, world_size=world_size))
+    return BuildContext(model_dir=run, placement=Placement(rank=rank, world_size=world_size))
 
 
 def build(type_: str, run: Path, rank: int = 0, fresh_start: bool = False, **params):
@@ -311,7 +311,7 @@ NETWORKS = {"text_cnn": {"filter_sizes": [2, 3], "num_filters": 4, "embedding_di
 def test_text_networks_map_token_ids_to_float32_logits(name: str, precision: str) -> None:
     network = lookup("network", name)
     jsonschema.Draft202012Validator(network.schema()).validate({"type": name, **NETWORKS[name]})
-    built_with = BuildContext(pipeline={}, num_classes=5, vocabulary_size=30, sequence_length=7)
+    built_with = BuildContext(num_classes=5, vocabulary_size=30, sequence_length=7)
     tf.keras.mixed_precision.set_global_policy(precision)
     try:
         model = network.builder({"type": name, **NETWORKS[name]}, built_with)
@@ -325,10 +325,10 @@ def test_text_networks_map_token_ids_to_float32_logits(name: str, precision: str
 
 
 def test_padding_changes_nothing_for_the_masked_networks() -> None:
-    built_with = BuildContext(pipeline={}, num_classes=3, vocabulary_size=20, sequence_length=6)
+    built_with = BuildContext(num_classes=3, vocabulary_size=20, sequence_length=6)
     for name in ("bilstm", "embedding_bag"):
         model = lookup("network", name).builder({"type": name, "embedding_dim": 4}, built_with)
-        short = BuildContext(pipeline={}, num_classes=3, vocabulary_size=20, sequence_length=3)
+        short = BuildContext(num_classes=3, vocabulary_size=20, sequence_length=3)
         same = lookup("network", name).builder({"type": name, "embedding_dim": 4}, short)
         same.set_weights(model.get_weights())
         long_logits = model(tf.constant([[4, 5, 6, 0, 0, 0]], tf.int32)).numpy()
@@ -337,8 +337,8 @@ def test_padding_changes_nothing_for_the_masked_networks() -> None:
 
 def test_text_networks_refuse_image_data() -> None:
     with pytest.raises(DslError, match="reads token ids, but the inputter reports no vocabulary"):
-        lookup("network", "text_cnn").builder({"type": "text_cnn"}, BuildContext(pipeline={}))
-    too_short = BuildContext(pipeline={}, vocabulary_size=10, sequence_length=2)
+        lookup("network", "text_cnn").builder({"type": "text_cnn"}, BuildContext())
+    too_short = BuildContext(vocabulary_size=10, sequence_length=2)
     with pytest.raises(DslError, match=r"network\.filter_sizes: 3 is wider than the 2 tokens"):
         lookup("network", "text_cnn").builder({"type": "text_cnn", "filter_sizes": [2, 3]}, too_short)
 
@@ -351,7 +351,7 @@ def test_text_and_image_classification_share_one_modeler() -> None:
     assert text.batch == ("tokens", "class") and image.batch == ("image", "class")
     assert text.params == image.params
     built = {name: lookup("modeler", name).builder({"type": name, "label_smoothing": 0.1, "top_k": [2]},
-                                                   BuildContext(pipeline={}, num_classes=3, class_names=["a", "b", "c"]))
+                                                   BuildContext(num_classes=3, class_names=["a", "b", "c"]))
              for name in ("text_classification", "image_classification")}
     for modeler in built.values():
         assert isinstance(modeler, ClassificationModeler)
@@ -491,7 +491,7 @@ from dsl.language.context import BuildContext, Placement
 from dsl.language.registry import lookup
 
 hvd.init()
-context = BuildContext(pipeline={{}}, model_dir=__import__("pathlib").Path(sys.argv[1]),
+context = BuildContext(model_dir=__import__("pathlib").Path(sys.argv[1]),
                        placement=Placement(rank=hvd.rank(), world_size=hvd.size()))
 inputter = lookup("inputter", "text_classification_csv").builder(
     {{"type": "text_classification_csv", "train": "{data}/train.csv", "num_classes": 3, "ngrams": 2}}, context)

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from dsl.cli import main
 from dsl.language import registry
 from dsl.language.catalogue_doc import render_markdown
+from dsl.language.resolved import Pipeline
 from dsl.language.schema import schema_text
 
 
@@ -457,8 +458,8 @@ def test_a_run_of_former_callback_names_warns_and_builds_the_new_ones(
 
     from dsl.language.errors import DslError
 
-    def build_runner(pipeline: dict, **_: object) -> None:
-        raise DslError("engine got " + ", ".join(c["type"] for c in pipeline["callbacks"]))
+    def build_runner(pipeline: Pipeline, **_: object) -> None:
+        raise DslError("engine got " + ", ".join(c.type for c in pipeline.callbacks))
 
     monkeypatch.setitem(sys.modules, "dsl.commands._training", types.SimpleNamespace(build_runner=build_runner))
     result = run("run", str(old_pipeline(tmp_path)))

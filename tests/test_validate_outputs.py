@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from dsl.cli import main
 from dsl.language.outputs import produced
 from dsl.language.pipeline import load_pipeline
+from dsl.language.resolved import Pipeline
 
 BASE = """\
 version: 1
@@ -162,7 +163,7 @@ def test_declared_outputs_are_what_a_run_produces(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(text, encoding="utf-8")
     spec = load_pipeline(path)
-    runner = build_runner(spec, resume=False)
+    runner = build_runner(Pipeline.from_resolved(spec), resume=False)
     assert runner.run() == 0
     seen = {record["mode"]: sorted(set(record) - {"mode", "epoch", "step"}) for record in runner.history}
     assert seen == {phase: sorted(names) for phase, names in produced(spec).items()}

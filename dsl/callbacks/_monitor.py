@@ -52,7 +52,7 @@ class Monitor:
 
     def check_workflow(self, runner: Any) -> None:
         """Fail at the start, not after hours, when no phase of the workflow produces the output."""
-        workflow = runner.pipeline.get("runner", {}).get("workflow", [["train", 1]])
+        workflow = [[phase, count] for phase, count in runner.workflow]
         phases = [phase for phase, _ in workflow]
         if self.phase not in phases:
             raise DslError(

@@ -31,8 +31,7 @@ class TrainValueReporter(Callback):
         self._cadence = Cadence(self.params["every_n_iters"], runner.step)
         self._reset_window()
         # A `progress` bar already ends each train phase with this output: its line would repeat it.
-        self._bar_shows = self.output_name in BAR_OUTPUTS and any(
-            isinstance(c, dict) and c.get("type") == "progress" for c in runner.pipeline.get("callbacks") or [])
+        self._bar_shows = self.output_name in BAR_OUTPUTS and bool(runner.pipeline.callbacks_of("progress"))
 
     def _reset_window(self) -> None:
         self._sum, self._steps = 0.0, 0

@@ -52,7 +52,7 @@ class TrainBasic(Callback):
         total, trainable = _count(model.weights), _count(model.trainable_weights)
         length = f"max_epochs {runner.max_epochs}" if runner.by_epoch else f"max_iters {runner.max_iters}"
         runner.print(
-            f"pipeline {runner.pipeline.get('name', 'pipeline')}: {total:,} parameters ({trainable:,} trainable), "
+            f"pipeline {runner.pipeline.name}: {total:,} parameters ({trainable:,} trainable), "
             f"{runner.steps_per_epoch or '?'} steps/epoch, {_scaling(runner)}, {length}, model_dir {runner.model_dir}"
         )
 

@@ -91,7 +91,7 @@ class MlflowTracking(Callback):
     def _new_run(self, runner: Any) -> str:
         from dsl.language.pipeline import dump_pipeline
 
-        name = self.params.get("experiment") or runner.pipeline.get("name") or "dslrun"
+        name = self.params.get("experiment") or runner.pipeline.name
         experiment = self.client.get_experiment_by_name(name)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
         tags = {"dslrun.model_dir": str(runner.model_dir)}
@@ -100,8 +100,9 @@ class MlflowTracking(Callback):
         run = self.client.create_run(experiment_id, run_name=self.params.get("run_name") or Path(runner.model_dir).name,
                                      tags=tags)
         run_id = run.info.run_id
-        self._log_params(run_id, runner.pipeline)
-        self.client.log_text(run_id, dump_pipeline(runner.pipeline), "pipeline.yaml")
+        tree = runner.pipeline.to_dict()
+        self._log_params(run_id, tree)
+        self.client.log_text(run_id, dump_pipeline(tree), "pipeline.yaml")
         from dsl.engine.rundir import atomic_write_text
 
         atomic_write_text(self.record, json.dumps({"tracking_uri": self.client.tracking_uri, "run_id": run_id}) + "\n")

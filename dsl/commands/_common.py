@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from dsl.language.resolved import Pipeline
 
 set_option = click.option(
     "--set",
@@ -33,6 +36,13 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, A
     if resolved is None:
         sys.exit(1)
     return resolved
+
+
+def pipeline_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> Pipeline:
+    """`load_or_exit`, frozen into the typed pipeline the engine reads (dsl.language.resolved)."""
+    from dsl.language.resolved import Pipeline
+
+    return Pipeline.from_resolved(load_or_exit(path, overrides))
 
 
 def rank_prefix() -> str:

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from dsl.commands._common import load_or_exit
+from dsl.commands._common import pipeline_or_exit
 from dsl.distributed.hosts import HostError, Ssh, parse_hosts, parse_interfaces
 
 
@@ -19,9 +19,9 @@ def check(pipeline: str | None, overrides: tuple[str, ...], as_json: bool, hosts
     hosts = parse_hosts(hosts_text, "--hosts", allow_slots=True)
     request = preflight.Request(hosts, ssh, interfaces=parse_interfaces(interfaces_text), ports=parse_ports(ports_text))
     if pipeline is not None:
-        resolved = load_or_exit(pipeline, overrides)
-        request.files = preflight.data_items(resolved, preflight.pipeline_files(pipeline), request.cwd)
-        request.model_dir = os.path.normpath(os.path.join(request.cwd, str(resolved["runner"]["model_dir"])))
+        resolved = pipeline_or_exit(pipeline, overrides)
+        request.files = preflight.data_items(resolved.inputter, preflight.pipeline_files(pipeline), request.cwd)
+        request.model_dir = os.path.normpath(os.path.join(request.cwd, resolved.runner.model_dir))
     try:
         reference, reports = preflight.check_hosts(request)
     except HostError as exc:

@@ -21,17 +21,19 @@ from dsl.engine.replicas import has_batch_norm
 from dsl.engine.runner import Runner
 from dsl.language import backend_registry
 from dsl.language.errors import DslError
+from dsl.language.resolved import Pipeline
 
 BEST = "best"  # `--checkpoint best`: the run directory's best model
 
 
-def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: str | None = None) -> Runner:
+def build_runner(pipeline: Pipeline, *, resume: bool = True, resume_from: str | None = None) -> Runner:
     """Select and set up the backend, configure TensorFlow, compile every section."""
-    backend = select_backend(pipeline["runner"])
+    runner = pipeline.runner
+    backend = select_backend(runner.to_dict())
     backend.setup()
-    spec = backend_registry.resolve(pipeline["runner"].get("backend", backend_registry.AUTO), os.environ)
-    elastic = spec.can("elastic", pipeline["runner"])
-    if pipeline["runner"].get("elastic") is not None and not elastic and backend.placement.is_chief:
+    spec = backend_registry.resolve(runner.backend, os.environ)
+    elastic = spec.can("elastic", runner.params)
+    if runner.settings.get("elastic") is not None and not elastic and backend.placement.is_chief:
         print(f"dslrun: runner.elastic has no effect on the {spec.name} backend: the ranks are fixed",
               file=sys.stderr, flush=True)
     scaling = scaling_for(pipeline, backend.replicas_in_step(), backend.asynchronous_workers())
@@ -40,7 +42,7 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
 
     def prepare_model(model: Any) -> Any:
         """The backend's network, batch norm synchronised as the switch and this world decide."""
-        decided.append(decide(pipeline["runner"], spec.capabilities.sync_batch_norm, scaling.batch_size,
+        decided.append(decide(runner.params, spec.capabilities.sync_batch_norm, scaling.batch_size,
                               scaling.replicas, has_batch_norm(model)))
         return backend.prepare_model(model, decided[-1])
 
@@ -50,26 +52,27 @@ def build_runner(pipeline: dict[str, Any], *, resume: bool = True, resume_from: 
                   resume_from=resume_from)
 
 
-def single_process(pipeline: dict[str, Any]) -> dict[str, Any]:
+def single_process(pipeline: Pipeline) -> Pipeline:
     """`pipeline` for eval/predict/export: the checkpoints of a pipeline whose backend forms a
     cluster (ps, collective: the `cluster` capability) are read on `auto`'s fallback, the
     local backend.
 
     They need no cluster, and a cluster pipeline would wait for TF_CONFIG and its servers.
     """
-    if any(spec.can("cluster", pipeline["runner"]) for spec in backend_registry.candidates(pipeline["runner"])):
-        pipeline = {**pipeline, "runner": {**pipeline["runner"], "backend": backend_registry.fallback().name}}
+    runner = pipeline.runner
+    if any(spec.can("cluster", runner.params) for spec in backend_registry.candidates(runner.params)):
+        return pipeline.with_runner(runner.with_backend(backend_registry.fallback().name))
     return pipeline
 
 
-def restored_runner(pipeline: dict[str, Any], checkpoint: str | None) -> Runner:
+def restored_runner(pipeline: Pipeline, checkpoint: str | None) -> Runner:
     """A runner holding trained weights (`checkpoint`, or the run directory's latest), in this process.
 
     `checkpoint` is the user's `--checkpoint`: a prefix, a directory, or `best` for the run
     directory's best model (best/, written by checkpoint.save_best).
     """
     if checkpoint == BEST:
-        checkpoint = best_model_dir(Path(pipeline["runner"]["model_dir"]))
+        checkpoint = best_model_dir(Path(pipeline.runner.model_dir))
     runner = build_runner(single_process(pipeline), resume=True, resume_from=checkpoint)
     runner.restore(weights_only=True, option="--checkpoint")
     if not runner.resumed:

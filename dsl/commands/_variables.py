@@ -9,10 +9,13 @@ TensorFlow is imported: this is the one `show` that does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dsl.language.resolved import Pipeline
 
 
-def variables_table(pipeline: dict[str, Any]) -> str:
+def variables_table(pipeline: Pipeline) -> str:
     """The table of the network `pipeline` builds (text, one line per variable)."""
     from dsl.commands._training import single_process
     from dsl.engine.compiler import compile_pipeline, configure_tensorflow
@@ -31,7 +34,7 @@ def variables_table(pipeline: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
     count = sum(int(v.shape.num_elements() or 0) for v in model.weights)
-    lines.append(f"{pipeline['network']['type']}: {len(rows) - 1} variables, {count:,} values; "
+    lines.append(f"{pipeline.network.type}: {len(rows) - 1} variables, {count:,} values; "
                  f"head layers: {', '.join(head_layer_names(model))} (init_checkpoint's skip/trainable accept "
                  f"head and backbone)")
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from dsl.commands._common import CHECKPOINT_HELP, load_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, pipeline_or_exit, set_option, user_errors
 
 
 @click.command("eval")
@@ -32,7 +32,7 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
         raise click.UsageError("--watch evaluates the run directory's checkpoints as they appear; drop --checkpoint")
     if timeout is not None and not watch:
         raise click.UsageError("--timeout only applies to --watch")
-    pipeline = load_or_exit(path, overrides)
+    pipeline = pipeline_or_exit(path, overrides)
     from dsl.language.errors import DslError
 
     if watch:

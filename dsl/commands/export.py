@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dsl.commands._common import CHECKPOINT_HELP, load_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, pipeline_or_exit, set_option, user_errors
 
 
 @click.command("export")
@@ -30,7 +30,7 @@ def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | N
     """
     from dsl.language.errors import DslError
 
-    pipeline = load_or_exit(path, overrides)
+    pipeline = pipeline_or_exit(path, overrides)
     problem = out_problem(out, force)
     if problem:
         raise DslError(problem)

@@ -42,7 +42,7 @@ from typing import IO, Any
 
 import click
 
-from dsl.commands._common import echo_err, load_or_exit, set_option
+from dsl.commands._common import echo_err, pipeline_or_exit, set_option
 from dsl.commands._tasks import Task, backend_settings, cluster_launch, cluster_spec, launchable, plan_tasks
 from dsl.distributed.hosts import Ssh, make_ssh, parse_hosts, parse_interfaces, ssh_options
 from dsl.language.backend_registry import either
@@ -223,8 +223,7 @@ def command(path: str, overrides: tuple[str, ...], backend: str, workers: int, n
         if given:
             raise click.UsageError(f"{', '.join(given)} only make sense with --hosts")
     host_names = parse_hosts(hosts) if hosts is not None else None
-    pipeline = load_or_exit(path, (*overrides, *backend_settings(backend)))
-    model_dir = pipeline["runner"].get("model_dir")
+    model_dir = pipeline_or_exit(path, (*overrides, *backend_settings(backend))).runner.model_dir
     if host_names is None:
         if model_dir:
             from dsl.engine.rundir import clear_done

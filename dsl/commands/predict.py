@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from dsl.commands._common import CHECKPOINT_HELP, echo_err, load_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, echo_err, pipeline_or_exit, set_option, user_errors
+from dsl.language.resolved import Pipeline
 
 
 @click.command("predict")
@@ -41,7 +42,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
 
     if not inputs and not texts:
         raise DslError("name at least one INPUT file (or --text TEXT for a text pipeline)")
-    pipeline = load_or_exit(path, overrides)
+    pipeline = pipeline_or_exit(path, overrides)
     _check_inputs(inputs, pipeline)
     from dsl.commands._training import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
 
@@ -65,14 +66,13 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
         click.echo(json.dumps(runner.modeler.record(source, numbers, _numpy(features), options)))
 
 
-def _check_inputs(inputs: tuple[str, ...], pipeline: dict[str, object]) -> None:
+def _check_inputs(inputs: tuple[str, ...], pipeline: Pipeline) -> None:
     """Exit with one line per INPUT that is missing or clearly unreadable, before TensorFlow
     starts: an image inputter's files must look like images, a text inputter's be UTF-8 text."""
     from dsl.language.registry import lookup
 
-    inputter = pipeline["inputter"]
-    component = lookup("inputter", inputter["type"]) if isinstance(inputter, dict) else None
-    features = component.batch[0] if component is not None and component.batch else "image"
+    component = lookup("inputter", pipeline.inputter.type)
+    features = component.batch[0] if component.batch else "image"
     problems = [(item, _problem(item, features)) for item in inputs]
     bad = [(item, problem) for item, problem in problems if problem]
     for item, problem in bad:

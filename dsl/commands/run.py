@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from dsl.commands._common import load_or_exit, set_option, user_errors
+from dsl.commands._common import pipeline_or_exit, set_option, user_errors
 
 
 @click.command("run")
@@ -20,7 +20,7 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     """Train the pipeline in FILE on the backend it selects."""
     if no_resume and resume_from:
         raise click.UsageError("--no-resume and --resume-from contradict each other; give one")
-    pipeline = load_or_exit(path, overrides)
+    pipeline = pipeline_or_exit(path, overrides)
     from dsl.commands._training import build_runner
     from dsl.engine.rundir import write_pipeline
     from dsl.language.pipeline import dump_pipeline
@@ -30,7 +30,7 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
 
     def store_pipeline() -> None:
         """Once training will happen: a finished run re-run leaves its pipeline.yaml as it was."""
-        warning = write_pipeline(runner.model_dir, dump_pipeline(pipeline))
+        warning = write_pipeline(runner.model_dir, dump_pipeline(pipeline.to_dict()))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
 
@@ -38,7 +38,7 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     if owner and runner.stop.finished:
         from dsl.engine.rundir import differs_from_stored
 
-        warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline))
+        warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline.to_dict()))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
     if owner and code == 0:

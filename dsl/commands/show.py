@@ -23,8 +23,9 @@ def command(path: str, overrides: tuple[str, ...], variables: bool) -> None:
     pipeline = load_or_exit(path, overrides)
     if variables:
         from dsl.commands._variables import variables_table
+        from dsl.language.resolved import Pipeline
 
-        click.echo(variables_table(pipeline), nl=False)
+        click.echo(variables_table(Pipeline.from_resolved(pipeline)), nl=False)
         return
     from dsl.language.pipeline import dump_pipeline
 

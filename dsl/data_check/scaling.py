@@ -17,6 +17,7 @@ from dsl.distributed.sync_batch_norm import SMALL_BATCH, BatchNormSync, decide, 
 from dsl.language import backend_registry
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.resolved import Pipeline
 
 
 @dataclass
@@ -57,9 +58,10 @@ class ScalingReport:
 
 def scaling_at(resolved: dict[str, Any], world_size: int, sources: SourceMap) -> tuple[Scaling | None, list[Diagnostic]]:
     """The scaling `world_size` processes get, or a located error when the batch cannot be shared."""
+    pipeline = Pipeline.from_resolved(resolved)
     try:
-        runner = resolved.get("runner") or {}
-        return scaling_for(resolved, replicas_for(runner, world_size), asynchronous_workers_for(runner, world_size)), []
+        return scaling_for(pipeline, replicas_for(pipeline.runner, world_size),
+                           asynchronous_workers_for(pipeline.runner, world_size)), []
     except ScalingError as exc:
         path: JsonPath = ("inputter", "batch_size")
         return None, [Diagnostic.at(sources.locate(path), path, str(exc))]
@@ -68,12 +70,13 @@ def scaling_at(resolved: dict[str, Any], world_size: int, sources: SourceMap) ->
 def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int, scaling: Scaling,
                    steps_per_epoch: int, one_process_steps: int) -> tuple[ScalingReport, list[Diagnostic]]:
     """The report, and warnings where the policy leaves the run too little warmup for its rate."""
-    runner = resolved.get("runner") or {}
-    base = float(resolved["modeler"]["optimizer"]["learning_rate"])
-    warmup = warmup_steps(resolved, steps_per_epoch)
-    run_steps = runner.get("max_iters") or (runner.get("max_epochs") or 0) * steps_per_epoch or None
-    switch = switch_for(runner)
-    synced = decide(runner, switch, scaling.batch_size, scaling.replicas, normalises(resolved.get("network") or {}))
+    pipeline = Pipeline.from_resolved(resolved)
+    runner = pipeline.runner
+    base = float(pipeline.modeler.params["optimizer"]["learning_rate"])
+    warmup = warmup_steps(pipeline, steps_per_epoch)
+    run_steps = runner.max_iters or (runner.max_epochs or 0) * steps_per_epoch or None
+    switch = switch_for(runner.params)
+    synced = decide(runner.params, switch, scaling.batch_size, scaling.replicas, normalises(pipeline.network.params))
     report = ScalingReport(world_size, scaling, base, steps_per_epoch, warmup, run_steps, synced)
     found: list[Diagnostic] = []
     if scaling.uneven():
@@ -84,7 +87,7 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
             "keeps the batch of one process"), "warning"))
     if scaling.replicas > 1 and scaling.batch_size < SMALL_BATCH and synced.normalises and not synced.on:
         found.append(_unsynchronised(sources, synced, world_size, scaling))
-    single = warmup_steps(resolved, one_process_steps)
+    single = warmup_steps(pipeline, one_process_steps)
     if scaling.lr_factor > 1.0 and warmup < max(single, 1):
         path = ("runner", "batch_scaling")
         had = f"{single} steps on one process at {base:g}" if single else "no warmup on one process either"

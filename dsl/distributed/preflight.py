@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from dsl.distributed.hosts import HostError, Ssh
+from dsl.language.resolved import Component
 
 PROBE_SOURCE = Path(__file__).with_name("preflight_probe.py")
 MARKER = "DSLRUN-PROBE "
@@ -96,22 +97,21 @@ def cannot_run_python(result: subprocess.CompletedProcess[str]) -> str:
 
 
 # --------------------------------------------------------------------- what the job reads
-def data_items(resolved: dict[str, Any], pipeline_files: Sequence[str], cwd: str) -> list[dict[str, str]]:
+def data_items(inputter: Component, pipeline_files: Sequence[str], cwd: str) -> list[dict[str, str]]:
     """The files and folders every host must read, as absolute paths, with how to check each: the
     pipeline's files, the inputter's train/val/test sources, and what its type adds (`host_files`:
     a sample of the images a CSV lists, a binary set's batches)."""
     from dsl.language import registry
 
     items = [{"path": _absolute(path, cwd), "kind": "file"} for path in pipeline_files]
-    inputter = resolved.get("inputter") or {}
     for mode in ("train", "val", "test"):
-        for value in _as_list(inputter.get(mode)):
+        for value in _as_list(inputter.params.get(mode)):
             path = _absolute(str(value), cwd)
             kind = "glob" if glob.has_magic(path) else "dir" if os.path.isdir(path) else "file"
             items.append({"path": path, "kind": kind})
-    kind_of = registry.lookup("inputter", inputter["type"]) if isinstance(inputter.get("type"), str) else None
-    if kind_of is not None and kind_of.host_files is not None:
-        items += [{"path": _absolute(path, cwd), "kind": kind} for path, kind in kind_of.host_files(inputter, cwd)]
+    kind_of = registry.lookup("inputter", inputter.type)
+    if kind_of.host_files is not None:
+        items += [{"path": _absolute(path, cwd), "kind": kind} for path, kind in kind_of.host_files(inputter.arguments(), cwd)]
     unique: dict[str, dict[str, str]] = {}
     for item in items:
         unique.setdefault(item["path"], item)

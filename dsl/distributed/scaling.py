@@ -28,11 +28,13 @@ the two together are what one process uses. Pure Python: `dslrun validate` uses 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dsl.language import backend_registry
 from dsl.language.errors import DslError
+from dsl.language.resolved import Pipeline, Runner
 
 # Optimizers whose step is normalised by gradient statistics: their rate grows with sqrt(k).
 ADAPTIVE_OPTIMIZERS = frozenset({"adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lamb"})
@@ -98,22 +100,21 @@ class ScalingError(DslError):
     """The batch cannot be shared by this many replicas."""
 
 
-def lr_rule(runner: dict[str, Any], optimizer: dict[str, Any] | None) -> str:
+def lr_rule(runner: Runner, optimizer: Mapping[str, Any]) -> str:
     """`runner.lr_scaling` with `auto` resolved by the optimizer's type."""
-    rule = str(runner.get("lr_scaling", "auto"))
-    if rule != "auto":
-        return rule
-    kind = str((optimizer or {}).get("type", "momentum"))
+    if runner.lr_scaling != "auto":
+        return runner.lr_scaling
+    kind = str(optimizer.get("type", "momentum"))
     return "sqrt" if kind in ADAPTIVE_OPTIMIZERS else "linear"
 
 
-def scaling_for(pipeline: dict[str, Any], replicas: int, asynchronous_workers: int = 1) -> Scaling:
+def scaling_for(pipeline: Pipeline, replicas: int, asynchronous_workers: int = 1) -> Scaling:
     """The batch each replica takes and the learning-rate factor, for `replicas` in one step, or
     (`asynchronous_workers` > 1) for that many workers updating without waiting for each other."""
-    runner = pipeline.get("runner") or {}
-    declared = int(pipeline["inputter"]["batch_size"])
+    runner = pipeline.runner
+    declared = int(pipeline.inputter.params["batch_size"])
     replicas = max(1, int(replicas))
-    batch_scaling = str(runner.get("batch_scaling", "none"))
+    batch_scaling = runner.batch_scaling
     if batch_scaling == "none":
         batch = declared // replicas
         if batch < 1:
@@ -127,11 +128,11 @@ def scaling_for(pipeline: dict[str, Any], replicas: int, asynchronous_workers: i
     if asynchronous_workers > 1:
         workers = int(asynchronous_workers)
         written, momentum = _asynchronous_momentum(pipeline, workers)
-        staleness = str(runner.get("async_lr_scaling", "staleness")) == "staleness"
+        staleness = runner.async_lr_scaling == "staleness"
         return Scaling(replicas, declared, batch, batch_scaling, "staleness" if staleness else "none",
                        1.0 / workers if staleness else 1.0, workers, momentum, written)
     growth = batch * replicas / declared
-    rule = lr_rule(runner, (pipeline.get("modeler") or {}).get("optimizer"))
+    rule = lr_rule(runner, pipeline.modeler.params["optimizer"])
     if growth <= 1.0 + 1e-9:
         # The global batch does not grow (or shrinks by a rounding remainder): the rate stays.
         return Scaling(replicas, declared, batch, batch_scaling, "none", 1.0)
@@ -146,13 +147,12 @@ def asynchronous_momentum(written: float, workers: int) -> float:
     return max(0.0, written - (1.0 - 1.0 / workers))
 
 
-def _asynchronous_momentum(pipeline: dict[str, Any], workers: int) -> tuple[float | None, float | None]:
+def _asynchronous_momentum(pipeline: Pipeline, workers: int) -> tuple[float | None, float | None]:
     """(written, in force) momentum when `runner.async_momentum: staleness` lowers it, else (None, None)."""
-    runner = pipeline.get("runner") or {}
-    optimizer = (pipeline.get("modeler") or {}).get("optimizer") or {}
+    optimizer = pipeline.modeler.params["optimizer"]
     # The resolved pipeline carries every optimizer's defaults, so an optimizer with a heavy ball
     # has its `momentum` here, written or filled.
-    if str(runner.get("async_momentum", "staleness")) != "staleness" or optimizer.get("momentum") is None:
+    if pipeline.runner.async_momentum != "staleness" or optimizer.get("momentum") is None:
         return None, None
     written = float(optimizer["momentum"])
     if written == 0.0:
@@ -160,7 +160,7 @@ def _asynchronous_momentum(pipeline: dict[str, Any], workers: int) -> tuple[floa
     return written, asynchronous_momentum(written, workers)
 
 
-def replicas_for(runner: dict[str, Any], world_size: int) -> int:
+def replicas_for(runner: Runner, world_size: int) -> int:
     """The replicas one step combines when `world_size` processes train the pipeline (for
     `dslrun validate --data --world-size`, before any backend exists): all of them, except
     in an asynchronous parameter-server cluster, where each update is one worker's batch (the
@@ -168,20 +168,20 @@ def replicas_for(runner: dict[str, Any], world_size: int) -> int:
     return 1 if _asynchronous(runner) else world_size
 
 
-def asynchronous_workers_for(runner: dict[str, Any], world_size: int) -> int:
+def asynchronous_workers_for(runner: Runner, world_size: int) -> int:
     """The workers updating without waiting for each other when `world_size` processes train the
     pipeline (validate's counterpart of the backend's `asynchronous_workers()`): all of them in an
     asynchronous parameter-server cluster, none otherwise (1)."""
     return world_size if _asynchronous(runner) else 1
 
 
-def _asynchronous(runner: dict[str, Any]) -> bool:
-    return any(spec.can("asynchronous", runner) for spec in backend_registry.candidates(runner))
+def _asynchronous(runner: Runner) -> bool:
+    return any(spec.can("asynchronous", runner.params) for spec in backend_registry.candidates(runner.params))
 
 
-def warmup_steps(pipeline: dict[str, Any], steps_per_epoch: int | None) -> int:
+def warmup_steps(pipeline: Pipeline, steps_per_epoch: int | None) -> int:
     """The schedule's warmup in steps, as dsl.modelers._schedules converts it (at least one step)."""
-    epochs = float(((pipeline.get("modeler") or {}).get("lr_schedule") or {}).get("warmup_epochs") or 0)
+    epochs = float((pipeline.modeler.params.get("lr_schedule") or {}).get("warmup_epochs") or 0)
     if not epochs or not steps_per_epoch:
         return 0
     return max(1, round(epochs * steps_per_epoch))

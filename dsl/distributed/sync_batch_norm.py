@@ -17,6 +17,7 @@ uses it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,7 @@ class BatchNormSync:
         return f"sync batch norm {state} (auto: {self.batch_size} examples per replica, {relation} {SMALL_BATCH})"
 
 
-def switch_value(runner: dict[str, Any], switch: str | None) -> bool | str:
+def switch_value(runner: Mapping[str, Any], switch: str | None) -> bool | str:
     """The switch as the pipeline sets it (`auto` when unset)."""
     if switch is None:
         return AUTO
@@ -82,13 +83,13 @@ def decide_with(switch: str | None, value: bool | str, batch_size: int, replicas
     return BatchNormSync(on, switch, value, batch_size, replicas, normalises)
 
 
-def decide(runner: dict[str, Any], switch: str | None, batch_size: int, replicas: int,
+def decide(runner: Mapping[str, Any], switch: str | None, batch_size: int, replicas: int,
            normalises: bool) -> BatchNormSync:
     """The decision for a backend whose switch is `switch` (its `Capabilities.sync_batch_norm`)."""
     return decide_with(switch, switch_value(runner, switch), batch_size, replicas, normalises)
 
 
-def switch_for(runner: dict[str, Any]) -> str | None:
+def switch_for(runner: Mapping[str, Any]) -> str | None:
     """The `runner` path that synchronises batch norm for this pipeline before its backend exists
     (`dslrun validate`): the named backend's switch (None: it has none, as a parameter-server
     cluster), or with `runner.backend: auto` the first of `auto`'s backends that has one (what
@@ -98,7 +99,7 @@ def switch_for(runner: dict[str, Any]) -> str | None:
     return switches[0] if switches else None
 
 
-def normalises(network: dict[str, Any]) -> bool:
+def normalises(network: Mapping[str, Any]) -> bool:
     """Whether the network section has batch normalisation, as its parameters say (`batch_norm:
     true`, or batch-norm settings: a ResNet always normalises). The run asks the built model."""
     return bool(network.get("batch_norm")) or "batch_norm_momentum" in network

@@ -20,7 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.engine.compiler import build_section, network_facts
+from dsl.engine.compiler import build_section, component_facts
 from dsl.engine.steps import make_train_call, make_val_call
 from dsl.language.checks import used_components
 from dsl.language.context import BuildContext
@@ -29,6 +29,7 @@ from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.errors import DslError, RegistryError
 from dsl.language.facts import PartSpec
 from dsl.language.registry import lookup
+from dsl.language.resolved import Pipeline
 from dsl.language.rules import Declared, declare, example_spec
 
 # A batch size small enough to be quick, large enough that batch statistics are defined.
@@ -54,10 +55,11 @@ def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
                               "validate without --build", "warning")]
     tf.get_logger().setLevel("ERROR")  # retracing notes: each pipeline is traced once, on purpose
     tf.keras.backend.clear_session()
-    tf.keras.mixed_precision.set_global_policy(pipeline["runner"].get("precision", "float32"))
-    tf.keras.utils.set_random_seed(int(pipeline.get("seed") or 0))
+    typed = Pipeline.from_resolved(pipeline)
+    tf.keras.mixed_precision.set_global_policy(typed.runner.precision)
+    tf.keras.utils.set_random_seed(int(typed.seed or 0))
     try:
-        model = _trace(pipeline, sources, declared, inputter.batch)
+        model = _trace(typed, sources, declared, inputter.batch)
         return _built_checks(pipeline, sources, model)
     except _Failed as failed:
         return [failed.diagnostic]
@@ -72,20 +74,21 @@ def _built_checks(pipeline: dict[str, Any], sources: SourceMap, model: Any) -> l
             for found in check(pipeline, sources, model)]
 
 
-def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> Any:
+def _trace(pipeline: Pipeline, sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> Any:
     """Build every section on the declared facts and trace a train and a val step; the built network."""
     context = BuildContext(pipeline=pipeline, model_dir=Path("/nonexistent/validate-build"), seed=0)
-    context.learn({**declared.facts(), **network_facts(pipeline)})
+    context.learn({**declared.facts(), **component_facts("augmenter", pipeline.augmenter),
+                   **component_facts("network", pipeline.network)})
     features, targets = _zero_example(batch, declared, sources)
     augmenter = _stage("augmenter", sources, lambda: build_section(
-        "augmenter", pipeline.get("augmenter") or {"type": "none"}, context))
+        "augmenter", pipeline.augmenter, context))
     seed = tf.constant([1, 2], tf.int64)
     train_batch = _stage("augmenter", sources, lambda: _batched(
         (features, targets), lambda f, t: augmenter.train(f, t, seed=seed)))
     val_batch = _stage("augmenter", sources, lambda: _batched((features, targets), lambda f, t: (augmenter.eval(f), t)))
-    model = _stage("network", sources, lambda: build_section("network", pipeline["network"], context))
+    model = _stage("network", sources, lambda: build_section("network", pipeline.network, context))
     outputs = _stage("network", sources, lambda: model(train_batch[0], training=True))
-    modeler = _stage("modeler", sources, lambda: build_section("modeler", pipeline["modeler"], context))
+    modeler = _stage("modeler", sources, lambda: build_section("modeler", pipeline.modeler, context))
     try:
         modeler.loss(train_batch[1], outputs, model)
     except (ValueError, TypeError, tf.errors.OpError) as exc:
@@ -93,7 +96,7 @@ def _trace(pipeline: dict[str, Any], sources: SourceMap, declared: Declared, bat
         path = ("network", "type")
         raise _Failed(Diagnostic.at(sources.locate(path), path, (
             f"the network's outputs, of shape {shape} for a batch of {BATCH}, do not fit modeler "
-            f"{pipeline['modeler']['type']!r} ({_where(sources, ('modeler', 'type'))}): {_one_line(exc)}"))) from None
+            f"{pipeline.modeler.type!r} ({_where(sources, ('modeler', 'type'))}): {_one_line(exc)}"))) from None
     optimizer = _stage("modeler", sources, lambda: modeler.optimizer(100))
     traces: Counter[str] = Counter()
     train = make_train_call(model, modeler, optimizer, _metrics(modeler, "train"), lambda tape: tape, False, traces,

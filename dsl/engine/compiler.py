@@ -1,4 +1,4 @@
-"""Resolved pipeline (a plain dict) → the objects the loop drives. TensorFlow starts here.
+"""Resolved pipeline (typed: dsl.language.resolved) → the objects the loop drives. TensorFlow starts here.
 
 Sections are built in dependency order: the inputter first (it knows what the data is and
 how much of it there is: `Inputter.facts()`), then everything that needs those facts.
@@ -17,13 +17,14 @@ from dsl.engine.contracts import Augmenter, Inputter, Model, Modeler
 from dsl.engine.hooks import Callback, sort_callbacks
 from dsl.language.context import BuildContext, Placement
 from dsl.language.registry import lookup
+from dsl.language.resolved import Component, Pipeline
 
 
 @dataclass
 class CompiledPipeline:
     """Every section built, plus the shared context they were built with."""
 
-    pipeline: dict[str, Any]
+    pipeline: Pipeline
     context: BuildContext
     inputter: Inputter
     augmenter: Augmenter
@@ -45,7 +46,7 @@ def tensorflow_seed(seed: int) -> int:
     return seed if seed % (2**31 - 1) else 2**31 - 2
 
 
-def configure_tensorflow(pipeline: dict[str, Any]) -> int:
+def configure_tensorflow(pipeline: Pipeline) -> int:
     """Threads, precision, determinism and seeds — before any op exists. Returns the seed used.
 
     A pipeline without a seed gets a random one, so that data order and augmentation are
@@ -54,18 +55,18 @@ def configure_tensorflow(pipeline: dict[str, Any]) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    runner = pipeline["runner"]
-    if runner.get("intra_op_threads"):
-        tf.config.threading.set_intra_op_parallelism_threads(runner["intra_op_threads"])
-    if runner.get("inter_op_threads"):
-        tf.config.threading.set_inter_op_parallelism_threads(runner["inter_op_threads"])
+    runner = pipeline.runner
+    if runner.intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(runner.intra_op_threads)
+    if runner.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(runner.inter_op_threads)
     # Process-wide in Keras: set it every time, so a float32 pipeline after a bf16 one is float32.
-    tf.keras.mixed_precision.set_global_policy(runner.get("precision", "float32"))
-    seed = pipeline.get("seed")
+    tf.keras.mixed_precision.set_global_policy(runner.precision)
+    seed = pipeline.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31 - 1)
     tf.keras.utils.set_random_seed(tensorflow_seed(seed))
-    if pipeline.get("deterministic"):
+    if pipeline.deterministic:
         tf.config.experimental.enable_op_determinism()
         # Dropout then draws from a tf.random.Generator whose state the runner checkpoints
         # (Keras' default stateful ops keep a hidden counter a restart resets): exact resume.
@@ -82,12 +83,12 @@ def use_jit(setting: Any) -> bool:
     return bool(setting)
 
 
-def build_section(kind: str, params: dict[str, Any], context: BuildContext) -> Any:
-    """Build one component through the registry."""
-    return lookup(kind, params["type"]).builder(params, context)
+def build_section(kind: str, component: Component, context: BuildContext) -> Any:
+    """Build one component through the registry, from its own parameters."""
+    return lookup(kind, component.type).builder(component.arguments(), context)
 
 
-def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, scope: Any = None,
+def compile_pipeline(pipeline: Pipeline, placement: Placement, seed: int, scope: Any = None,
                      prepare_model: Callable[[Any], Any] | None = None, fresh_start: bool = False,
                      batch_size: int | None = None) -> CompiledPipeline:
     """Build inputter, augmenter, network, modeler and callbacks for this process.
@@ -101,36 +102,36 @@ def compile_pipeline(pipeline: dict[str, Any], placement: Placement, seed: int, 
 
     context = BuildContext(
         pipeline=pipeline,
-        model_dir=Path(pipeline["runner"]["model_dir"]),
+        model_dir=Path(pipeline.runner.model_dir),
         placement=placement,
         seed=seed,
         fresh_start=fresh_start,
     )
-    inputter = build_section("inputter", pipeline["inputter"], context)
+    inputter = build_section("inputter", pipeline.inputter, context)
     context.learn(inputter.facts())
     context.steps_per_epoch = inputter.steps_per_epoch(batch_size, placement.world_size)
-    augmenter = build_section("augmenter", pipeline.get("augmenter") or {"type": "none"}, context)
-    context.learn(network_facts(pipeline))
+    augmenter = build_section("augmenter", pipeline.augmenter, context)
+    context.learn({**component_facts("augmenter", pipeline.augmenter), **component_facts("network", pipeline.network)})
     with scope if scope is not None else contextlib.nullcontext():
-        model = build_section("network", pipeline["network"], context)
+        model = build_section("network", pipeline.network, context)
         if prepare_model is not None:
             model = prepare_model(model)
-        modeler = build_section("modeler", pipeline["modeler"], context)
-    callbacks = sort_callbacks([build_section("callback", params, context) for params in pipeline.get("callbacks", [])])
+        modeler = build_section("modeler", pipeline.modeler, context)
+    callbacks = sort_callbacks([build_section("callback", callback, context) for callback in pipeline.callbacks])
     return CompiledPipeline(pipeline, context, inputter, augmenter, model, modeler, callbacks, max_to_keep(pipeline))
 
 
-def network_facts(pipeline: dict[str, Any]) -> dict[str, Any]:
-    """What the network tells the sections built after it, from its parameters (a detector's
-    anchors, which the modeler encodes its targets on): its registered `facts`."""
-    declared = lookup("network", pipeline["network"]["type"]).facts
-    return declared(pipeline["network"]) if declared is not None else {}
+def component_facts(kind: str, component: Component) -> dict[str, Any]:
+    """What a component tells the sections built after it, from its parameters (a detector's
+    anchors, which the modeler encodes its targets on; a segmentation augmenter's crop, which the
+    network must accept): its registered `facts`."""
+    declared = lookup(kind, component.type).facts
+    return declared(component.arguments()) if declared is not None else {}
 
 
-def max_to_keep(pipeline: dict[str, Any]) -> int:
+def max_to_keep(pipeline: Pipeline) -> int:
     """How many training checkpoints the run keeps: the first checkpoint callback's
     `max_to_keep` (5 without one), handed to the runner's checkpointing explicitly."""
-    for params in pipeline.get("callbacks", []):
-        if params["type"] == "checkpoint":
-            return int(params.get("max_to_keep", 5))
+    for callback in pipeline.callbacks_of("checkpoint"):
+        return int(callback.params.get("max_to_keep", 5))
     return 5

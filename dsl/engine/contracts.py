@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dsl.language.context import BuildContext, Placement
 from dsl.language.errors import DslError
+from dsl.language.resolved import Pipeline
 
 if TYPE_CHECKING:
     from dsl.distributed.scaling import Scaling
@@ -205,7 +206,7 @@ class RunnerView(Protocol):
     A callback changes the run only by `request_stop`, `fail` and `save_checkpoint`.
     """
 
-    pipeline: dict[str, Any]
+    pipeline: Pipeline
     model_dir: Path
     model: Model
     optimizer: Optimizer

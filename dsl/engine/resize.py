@@ -18,6 +18,7 @@ from dsl.distributed.scaling import scaling_for
 from dsl.engine.contracts import Backend, Inputter, Modeler, Topology
 from dsl.engine.run_state import World
 from dsl.language.errors import DslError
+from dsl.language.resolved import Pipeline
 
 
 class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -56,7 +57,7 @@ def schedule_offset(by_epoch: bool, epoch: int, position: int, steps_per_epoch: 
     return epoch * steps_per_epoch + position - iterations
 
 
-def world_for(pipeline: dict[str, Any], inputter: Inputter, backend: Topology, previous: World) -> World:
+def world_for(pipeline: Pipeline, inputter: Inputter, backend: Topology, previous: World) -> World:
     """The world at the backend's size now: the same policy at every size (dsl/distributed/scaling.py) —
     a global batch divided anew, or a per-rank batch whose growth rescales the learning rate —
     and batch-norm synchronisation decided again for the new per-replica batch."""

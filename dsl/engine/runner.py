@@ -59,28 +59,28 @@ class Runner:
     def __init__(self, compiled: CompiledPipeline, backend: Backend, *, seed: int, scaling: Scaling,
                  batch_norm: BatchNormSync | None = None, resume: bool = True, resume_from: str | None = None) -> None:
         pipeline = compiled.pipeline
-        params = pipeline["runner"]
+        params = pipeline.runner
         self.pipeline = pipeline
         self.context = compiled.context
         self.backend = backend
         self.placement = backend.placement
-        self.model_dir = Path(params["model_dir"])
+        self.model_dir = Path(params.model_dir)
         self.model, self.modeler = compiled.model, compiled.modeler
         self.inputter, self.augmenter = compiled.inputter, compiled.augmenter
-        self.callback_list = CallbackList([DivergenceGuard(params.get("divergence") or {}), *compiled.callbacks])
+        self.callback_list = CallbackList([DivergenceGuard(dict(params.divergence)), *compiled.callbacks])
         self.seed, self.resume, self.resume_from = seed, resume, resume_from
 
-        self.workflow: list[tuple[str, int]] = [(str(mode), int(count)) for mode, count in params["workflow"]]
-        self.max_epochs: int | None = params.get("max_epochs")
-        self.max_iters: int | None = params.get("max_iters")
+        self.workflow: list[tuple[str, int]] = list(params.workflow)
+        self.max_epochs: int | None = params.max_epochs
+        self.max_iters: int | None = params.max_iters
         self.by_epoch = self.max_epochs is not None
-        self.steps_per_call: int = params["steps_per_call"]
-        self.val_steps: int | None = params.get("val_steps")
+        self.steps_per_call: int = params.steps_per_call
+        self.val_steps: int | None = params.val_steps
         self.run_state = RunState(World(self.placement.world_size, scaling, self.context.steps_per_epoch or 0, batch_norm))
         self.data = DataFeed(compiled.inputter, compiled.augmenter, backend, self.batch_size, seed)
         self.data.check(self.steps_per_epoch, self.placement.world_size)
 
-        self.jit_compile = use_jit(params["jit_compile"])
+        self.jit_compile = use_jit(params.jit_compile)
         self.traces: Counter[str] = Counter()
         with backend.scope():
             lowered = {} if self.scaling.momentum is None else {"momentum": self.scaling.momentum}  # async_momentum
@@ -100,7 +100,7 @@ class Runner:
         rng = {"rng": self._generators} if self._generators else {}
         self.checkpoints = Checkpoints({"model": self.model, "optimizer": self.optimizer, **self.state, **rng},
                                        self.model_dir, compiled.max_to_keep, self.placement, self.notice)
-        self.metrics_format: str = params["metrics_format"]
+        self.metrics_format: str = params.metrics_format
         self.metrics_file = MetricsFile(self.model_dir, self.metrics_format) if self.placement.is_chief else None
         self.summaries = SummaryWriters(self.model_dir, self.placement)
         self._graph_args: tuple[Any, ...] | None = None

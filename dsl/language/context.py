@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsl.language.resolved import Pipeline
 
 
 @dataclass
@@ -28,7 +31,8 @@ class BuildContext:
     task: a section reads those its data has and leaves the others at their defaults.
 
     Attributes:
-        pipeline: the resolved pipeline (plain dict, defaults filled).
+        pipeline: the resolved pipeline, typed (dsl.language.resolved); None where a component
+            is built alone, outside a pipeline.
         image_shape: (height, width, channels) of an image input, from the inputter.
         num_classes: number of classes (of an example, or of a pixel), from the inputter.
         vocabulary_size: token ids of a text input are below it, from the inputter's vocabulary.
@@ -43,7 +47,7 @@ class BuildContext:
             directory for resuming (a text vocabulary) is made anew, not read back.
     """
 
-    pipeline: dict[str, Any]
+    pipeline: Pipeline | None = None
     image_shape: tuple[int, int, int] = (32, 32, 3)
     num_classes: int = 10
     vocabulary_size: int | None = None

@@ -11,10 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsl.language.diagnostics import Diagnostic, SourceMap, is_error
 from dsl.language.errors import LocatedError
+
+if TYPE_CHECKING:
+    from dsl.language.resolved import Pipeline
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -99,6 +102,13 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = (), environ: Mapp
     if resolved is None:
         raise PipelineError(diagnostics)
     return resolved
+
+
+def load_resolved(path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> Pipeline:
+    """`load_pipeline`, frozen into the typed pipeline the engine reads (dsl.language.resolved)."""
+    from dsl.language.resolved import Pipeline
+
+    return Pipeline.from_resolved(load_pipeline(path, overrides, environ))
 
 
 def dump_pipeline(resolved: dict[str, Any]) -> str:

@@ -154,7 +154,8 @@ def register(
     can tell from its parameters and the pipeline's declared data shapes (`dsl.language.rules`: a U-Net's
     depth against the image size), checked by `dslrun validate`; `facts(params)` gives facts from
     parameters: an inputter's that its parameters do not say (cifar10_binary's 10 classes), or
-    what a network tells the sections built after it (a detector's anchors, see dsl.language.facts). `host_files(params, cwd)`
+    what an augmenter or a network tells the sections built after it (a segmentation crop, a detector's
+    anchors, see dsl.language.facts). `host_files(params, cwd)`
     (inputters) names what every host must read beyond the train/val/test sources, as (path,
     "file" | "dir"), for `dslrun doctor --hosts`. `checks` are what the component can tell only
     from the whole pipeline or the machine (`check(pipeline, sources) -> [Diagnostic]`: a

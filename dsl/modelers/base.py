@@ -117,11 +117,13 @@ class BaseModeler:
 
     def _run_steps(self, steps_per_epoch: int | None) -> int | None:
         """Optimizer steps in the whole run, from `runner.max_iters` or `runner.max_epochs`."""
-        runner = (getattr(self.context, "pipeline", None) or {}).get("runner") or {}
-        if runner.get("max_iters"):
-            return int(runner["max_iters"])
-        if runner.get("max_epochs") and steps_per_epoch:
-            return int(runner["max_epochs"]) * int(steps_per_epoch)
+        pipeline = getattr(self.context, "pipeline", None)
+        if pipeline is None:  # a modeler built alone knows no run length
+            return None
+        if pipeline.runner.max_iters:
+            return int(pipeline.runner.max_iters)
+        if pipeline.runner.max_epochs and steps_per_epoch:
+            return int(pipeline.runner.max_epochs) * int(steps_per_epoch)
         return None
 
 def check_patterns(params: dict[str, Any]) -> None:

@@ -25,8 +25,7 @@ def input_sizes(context: BuildContext) -> list[tuple[str, tuple[int, int]]]:
     """(setting, (height, width)) of every image size the network receives: the inputter's image
     shape (val, test, predict, serving) and, when the augmenter crops, its training crop."""
     sizes = [("inputter.image_shape", (int(context.image_shape[0]), int(context.image_shape[1])))]
-    augmenter = (getattr(context, "pipeline", None) or {}).get("augmenter") or {}
-    crop = augmenter.get("crop_size") if isinstance(augmenter, dict) else None
+    crop = context.fact("crop_size")
     if crop:
         sizes.append(("augmenter.crop_size", (int(crop[0]), int(crop[1]))))
     return sizes

@@ -164,6 +164,7 @@ def padding_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     params=PARAMS,
     description="Segmentation: random scale, pad (mask: ignore_label), crop and flip of image and mask together; jitter; standardisation.",
     batch=("image", "mask"),
+    facts=lambda params: {"crop_size": params.get("crop_size")},
 )
 def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
     """The augmenter for the inputter's image shape and ignore_label (`context`)."""
