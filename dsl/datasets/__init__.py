@@ -8,7 +8,9 @@ generator without an edit here. The sets are written in the CSV + PNG layouts of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,6 +26,40 @@ def register(command: click.Command) -> click.Command:
         raise DslError(f"the data set {name!r} is registered twice ({_COMMANDS[name].callback} and {command.callback})")
     _COMMANDS[name] = command
     return command
+
+
+def generated_set(name: str, *, items: str, num_train: int, num_val: int, num_classes: tuple[int, int, int],
+                  classes_help: str = "Classes.") -> Callable[[Callable[..., Any]], click.Command]:
+    """Make `function` the registered command `dslrun data <name>`, which generates a small
+    learnable set of `items` ("images", "texts"), with the options every generator takes:
+    --out, --num-train, --num-val, --num-classes (default, minimum, maximum), --seed, --force.
+    The generator's own options (an image size) are click options written below this decorator."""
+    default, low, high = num_classes
+    head = [
+        click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write."),
+        click.option("--num-train", type=click.IntRange(min=1), default=num_train, show_default=True,
+                     help=f"Train {items}."),
+        click.option("--num-val", type=click.IntRange(min=1), default=num_val, show_default=True, help=f"Eval {items}."),
+        click.option("--num-classes", type=click.IntRange(min=low, max=high), default=default, show_default=True,
+                     help=classes_help),
+    ]
+    tail = [
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help=f"Seed of the generated {items}."),
+        click.option("--force", is_flag=True, help=f"Write the {items} again even when the directory is complete."),
+    ]
+
+    def decorate(function: Callable[..., Any]) -> click.Command:
+        # click lists a command's options in the reverse order their decorators ran (the list
+        # `__click_params__`): the generator's own options go between the size of the set and its seed.
+        own = function.__dict__.pop("__click_params__", [])
+        for option in reversed(tail):
+            function = option(function)
+        function.__click_params__.extend(own)  # type: ignore[attr-defined]
+        for option in reversed(head):
+            function = option(function)
+        return register(click.command(name)(function))
+
+    return decorate
 
 
 def commands() -> dict[str, click.Command]:

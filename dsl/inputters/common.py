@@ -159,12 +159,6 @@ def source_params(what: str, item_schema: dict[str, Any]) -> dict[str, dict[str,
     }
 
 
-def with_defaults(params: dict[str, Any], schema: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`params` with every missing parameter set to its schema default (for direct calls in tests)."""
-    filled = {name: copy.deepcopy(spec["default"]) for name, spec in schema.items() if "default" in spec}
-    filled.update({key: value for key, value in params.items() if key != "type"})
-    return filled
-
 
 def declared_modes(params: dict[str, Any]) -> tuple[str, ...]:
     """The modes a resolved inputter section provides data for, without reading any file.

@@ -20,9 +20,12 @@ how to list its examples without TensorFlow (`examples`, for `dslrun validate --
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
+import inspect
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,7 +178,11 @@ def register(
             "remove it from params"
         )
 
+    declared = {**params, **shared}
+
     def decorator(builder: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.isfunction(builder):  # a class (a callback) fills its own, subclasses too (engine/hooks.py)
+            builder = _filling(builder, declared)
         for name in (type, *aliases):
             if name in _REGISTRY[kind] or name in _ALIASES[kind]:
                 owner = _REGISTRY[kind].get(_ALIASES[kind].get(name, name))
@@ -186,7 +193,7 @@ def register(
             kind=kind,
             type=type,
             description=description,
-            params={**params, **shared},
+            params=declared,
             builder=builder,
             required=tuple(required),
             module=builder.__module__,
@@ -206,6 +213,28 @@ def register(
         return builder
 
     return decorator
+
+
+def with_defaults(params: Mapping[str, Any], schema: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """`params` with every parameter it omits set to its schema default (a deep copy of it)."""
+    filled = {name: copy.deepcopy(spec["default"]) for name, spec in schema.items() if "default" in spec}
+    filled.update(params)
+    return filled
+
+
+def _filling(builder: Callable[..., Any], schema: Mapping[str, dict[str, Any]]) -> Callable[..., Any]:
+    """`builder`, given its parameters with their defaults filled, however it is called.
+
+    The language fills them before a pipeline is built; filling them here too gives a builder
+    called directly (a test, a notebook, another component) the same parameters, so no builder
+    fills them itself.
+    """
+
+    @functools.wraps(builder)
+    def build(params: Mapping[str, Any], context: Any) -> Any:
+        return builder(with_defaults(params, schema), context)
+
+    return build
 
 
 def kind_params(kind: str) -> dict[str, dict[str, Any]]:

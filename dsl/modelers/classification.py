@@ -17,7 +17,8 @@ from dsl.language.context import BuildContext
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.errors import DslError
-from dsl.modelers.base import TRAINING_PARAMS, BaseModeler
+from dsl.language.rules import checked
+from dsl.modelers.base import TRAINING_PARAMS, BaseModeler, check_patterns
 from dsl.modelers.class_keys import class_keys
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -194,3 +195,9 @@ def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
                 f"top_{k}_accuracy is always 1 with {classes} classes; use values below {classes}, or remove it",
             ))
     return found
+
+
+# What every classifier's registration says: `@register(kind, name, batch=...,
+# description=..., **CLASSIFIER)` on a builder of ClassificationModeler declares one for a task's batch (dsl/tasks/image_classification/modeler.py).
+CLASSIFIER: dict[str, Any] = {"rules": [checked(check_patterns)], "params": PARAMS, "outputs": outputs,
+                              "checks": [check_top_k]}

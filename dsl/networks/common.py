@@ -13,7 +13,6 @@ their trainable weights are always called `gamma` and `beta`.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from dsl.language.context import BuildContext
@@ -36,16 +35,6 @@ DROPOUT_PARAM: dict[str, Any] = {
     "default": 0.0,
 }
 
-
-def with_defaults(params: dict[str, Any], schema: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`params` with every missing parameter set to its schema default.
-
-    The language fills defaults before a pipeline is built; doing it here too lets the
-    builders be called directly (tests, notebooks) with only the keys that matter.
-    """
-    filled = {name: copy.deepcopy(spec["default"]) for name, spec in schema.items() if "default" in spec}
-    filled.update({key: value for key, value in params.items() if key != "type"})
-    return filled
 
 
 def num_classes(params: dict[str, Any], context: BuildContext) -> int:

@@ -23,7 +23,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
-from dsl.networks.common import NUM_CLASSES_PARAM, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, num_classes
 
 # The model constructors of tf.keras.applications in TensorFlow 2.15 (a test keeps this in sync).
 APPLICATIONS = (
@@ -114,19 +114,18 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The application model: images (B, H, W, C) -> logits (B, num_classes), weights loaded if given."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
-    name = p["name"]
+    name = params["name"]
     if name not in APPLICATIONS:
         raise DslError(
             f"network.name: {name!r} is not a tf.keras.applications model; use one of {', '.join(APPLICATIONS)}"
         )
-    weights = weights_path(p["weights"])
+    weights = weights_path(params["weights"])
     try:
         model = getattr(tf.keras.applications, name)(
             include_top=True,
             weights=None,
             input_shape=tuple(context.image_shape),
-            classes=num_classes(p, context),
+            classes=num_classes(params, context),
             classifier_activation=None,
         )
     except ValueError as exc:

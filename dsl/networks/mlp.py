@@ -17,7 +17,6 @@ from dsl.networks.common import (
     image_input,
     logits_layer,
     num_classes,
-    with_defaults,
 )
 
 ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid", "elu", "swish")
@@ -51,12 +50,11 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The MLP as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
     inputs = image_input(context)
     x = tf.keras.layers.Flatten(name="flatten")(inputs)
-    for index, units in enumerate(p["hidden_units"], start=1):
-        x = tf.keras.layers.Dense(units, activation=p["activation"], name=f"hidden_{index}")(x)
-        if p["dropout"]:
-            x = tf.keras.layers.Dropout(p["dropout"], name=f"dropout_{index}")(x)
-    outputs = logits_layer(num_classes(p, context))(x)
+    for index, units in enumerate(params["hidden_units"], start=1):
+        x = tf.keras.layers.Dense(units, activation=params["activation"], name=f"hidden_{index}")(x)
+        if params["dropout"]:
+            x = tf.keras.layers.Dropout(params["dropout"], name=f"dropout_{index}")(x)
+    outputs = logits_layer(num_classes(params, context))(x)
     return tf.keras.Model(inputs, outputs, name="mlp")

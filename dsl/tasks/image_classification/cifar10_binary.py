@@ -18,7 +18,6 @@ from dsl.inputters.common import (
     COMMON_PARAMS,
     existing_dir,
     image_shape_param,
-    with_defaults,
 )
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -108,15 +107,14 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Check the files and their sizes now; records are read while training."""
     from dsl.tasks.image_classification._readers import Cifar10Inputter
 
-    p = with_defaults(params, PARAMS)
-    folder = find_batches(p["data_dir"])
+    folder = find_batches(params["data_dir"])
     files = {
         "train": [folder / name for name in TRAIN_FILES],
         "val": [folder / name for name in TEST_FILES],
         "test": [folder / name for name in TEST_FILES],
     }
     counts = {mode: sum(_records_in(path) for path in paths) for mode, paths in files.items()}
-    return Cifar10Inputter(p, files, counts)
+    return Cifar10Inputter(params, files, counts)
 
 
 def find_batches(data_dir: str) -> Path:

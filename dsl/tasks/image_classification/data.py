@@ -10,18 +10,11 @@ from pathlib import Path
 
 import click
 
-from dsl.datasets import register, require_image_libraries
+from dsl.datasets import generated_set, register, require_image_libraries
 
 
-@register
-@click.command("synthetic")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
-@click.option("--num-train", type=click.IntRange(min=1), default=2000, show_default=True, help="Train images.")
-@click.option("--num-val", type=click.IntRange(min=1), default=500, show_default=True, help="Eval images.")
-@click.option("--num-classes", type=click.IntRange(min=2, max=1000), default=10, show_default=True, help="Classes.")
+@generated_set("synthetic", items="images", num_train=2000, num_val=500, num_classes=(10, 2, 1000))
 @click.option("--image-size", type=click.IntRange(min=4, max=1024), default=32, show_default=True, help="Height and width in pixels.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated images.")
-@click.option("--force", is_flag=True, help="Write the images again even when the directory is complete.")
 def synthetic(out: Path, num_train: int, num_val: int, num_classes: int, image_size: int, seed: int, force: bool) -> None:
     """A small learnable image set: per-class colour and stripe orientation, plus noise."""
     require_image_libraries()

@@ -28,7 +28,6 @@ from dsl.inputters.common import (
     image_shape_param,
     skipped_outputs,
     source_params,
-    with_defaults,
 )
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -85,16 +84,15 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every declared CSV now (errors name the file and line); images are read while training."""
     from dsl.inputters.pipeline import FileListInputter
 
-    p = with_defaults(params, PARAMS)
     listings = {}
     for mode in MODES:
-        if p[mode] is not None:
+        if params[mode] is not None:
             key = f"inputter.{mode}"
-            listings[mode] = read_csvs(as_list(p[mode]), key, p["num_classes"], p["header"])
-    inputter = FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
-    if p["classes"]:
-        check_num_classes(len(p["classes"]), p, "inputter.classes", f"it names {len(p['classes'])} classes")
-        inputter.class_names = list(p["classes"])
+            listings[mode] = read_csvs(as_list(params[mode]), key, params["num_classes"], params["header"])
+    inputter = FileListInputter(params, listings, tuple(params["image_shape"]), params["num_classes"])
+    if params["classes"]:
+        check_num_classes(len(params["classes"]), params, "inputter.classes", f"it names {len(params['classes'])} classes")
+        inputter.class_names = list(params["classes"])
     return inputter
 
 

@@ -26,7 +26,6 @@ from dsl.inputters.common import (
     image_shape_param,
     skipped_outputs,
     source_params,
-    with_defaults,
 )
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -88,11 +87,10 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """List every declared folder now; images are read while training."""
     from dsl.inputters.pipeline import FileListInputter
 
-    p = with_defaults(params, PARAMS)
-    folders = _folders(p)
-    classes = _classes(p, folders)
+    folders = _folders(params)
+    classes = _classes(params, folders)
     listings = {mode: _listing(mode, dirs, classes) for mode, dirs in folders.items()}
-    inputter = FileListInputter(p, listings, tuple(p["image_shape"]), p["num_classes"])
+    inputter = FileListInputter(params, listings, tuple(params["image_shape"]), params["num_classes"])
     inputter.class_names = classes
     return inputter
 

@@ -17,23 +17,13 @@ from typing import Any
 from dsl.engine.contracts import Modeler
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.language.rules import checked
-from dsl.modelers.base import check_patterns
-from dsl.modelers.classification import PARAMS, ClassificationModeler, check_top_k, metric_names, outputs
+from dsl.modelers.classification import CLASSIFIER, PARAMS, ClassificationModeler, metric_names, outputs
 
 __all__ = ["PARAMS", "build", "metric_names", "outputs"]
 
 
-@register(
-    "modeler",
-    "image_classification",
-    rules=[checked(check_patterns)],
-    params=PARAMS,
-    description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
-    outputs=outputs,
-    batch=("image", "class"),
-    checks=[check_top_k],
-)
+@register("modeler", "image_classification", batch=("image", "class"), **CLASSIFIER,
+          description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.")
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The modeler for the resolved `modeler` section."""
+    """The classifier of images (dsl.modelers.classification)."""
     return ClassificationModeler(params, context)

@@ -16,7 +16,7 @@ from typing import Any
 from dsl.engine.contracts import Model
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks.common import NUM_CLASSES_PARAM, image_input, logits_layer, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, image_input, logits_layer, num_classes
 
 DEPTHS = (20, 32, 44, 56, 110)
 STAGE_FILTERS = (16, 32, 64)
@@ -66,19 +66,18 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The ResNet as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
-    blocks = (p["depth"] - 2) // 6
+    blocks = (params["depth"] - 2) // 6
     inputs = image_input(context)
     x = _conv(16, 3, 1, "initial_conv")(inputs)
-    x = _batch_norm(p, "initial_batch_normalization")(x)
+    x = _batch_norm(params, "initial_batch_normalization")(x)
     x = tf.keras.layers.ReLU(name="initial_relu")(x)
     for stage, filters in enumerate(STAGE_FILTERS, start=1):
         for block in range(1, blocks + 1):
             strides = 2 if stage > 1 and block == 1 else 1
-            x = _basic_block(x, filters, strides, f"stage{stage}_block{block}", p)
+            x = _basic_block(x, filters, strides, f"stage{stage}_block{block}", params)
     x = tf.keras.layers.GlobalAveragePooling2D(name="global_pool")(x)
-    outputs = logits_layer(num_classes(p, context), "he_normal")(x)
-    return tf.keras.Model(inputs, outputs, name=f"resnet{p['depth']}_cifar")
+    outputs = logits_layer(num_classes(params, context), "he_normal")(x)
+    return tf.keras.Model(inputs, outputs, name=f"resnet{params['depth']}_cifar")
 
 
 def _basic_block(x: Any, filters: int, strides: int, name: str, p: dict[str, Any]) -> Any:

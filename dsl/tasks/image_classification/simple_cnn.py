@@ -21,7 +21,6 @@ from dsl.networks.common import (
     image_input,
     logits_layer,
     num_classes,
-    with_defaults,
 )
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -65,22 +64,21 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The CNN as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
     inputs = image_input(context)
     x = inputs
-    for index, filters in enumerate(p["filters"], start=1):
+    for index, filters in enumerate(params["filters"], start=1):
         x = tf.keras.layers.Conv2D(
-            filters, p["kernel_size"], padding="same", use_bias=not p["batch_norm"], name=f"conv_{index}"
+            filters, params["kernel_size"], padding="same", use_bias=not params["batch_norm"], name=f"conv_{index}"
         )(x)
-        if p["batch_norm"]:
+        if params["batch_norm"]:
             x = tf.keras.layers.BatchNormalization(name=f"batch_normalization_{index}")(x)
         x = tf.keras.layers.ReLU(name=f"relu_{index}")(x)
         # `same` padding keeps at least one pixel, so many stages on small images still build.
         x = tf.keras.layers.MaxPooling2D(2, padding="same", name=f"pool_{index}")(x)
     x = tf.keras.layers.Flatten(name="flatten")(x)
-    if p["dense_units"]:
-        x = tf.keras.layers.Dense(p["dense_units"], activation="relu", name="dense")(x)
-    if p["dropout"]:
-        x = tf.keras.layers.Dropout(p["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(p, context))(x)
+    if params["dense_units"]:
+        x = tf.keras.layers.Dense(params["dense_units"], activation="relu", name="dense")(x)
+    if params["dropout"]:
+        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
+    outputs = logits_layer(num_classes(params, context))(x)
     return tf.keras.Model(inputs, outputs, name="simple_cnn")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.engine.contracts import Inputter
-from dsl.inputters.common import COMMON_PARAMS, MODES, image_shape_param, with_defaults
+from dsl.inputters.common import COMMON_PARAMS, MODES, image_shape_param
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
 
@@ -71,6 +71,5 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """A generator of `num_examples` examples per mode."""
     from dsl.tasks.image_classification._readers import SyntheticInputter
 
-    p = with_defaults(params, PARAMS)
-    counts = {**DEFAULT_COUNTS, **(p["num_examples"] or {})}
-    return SyntheticInputter(p, {mode: int(counts[mode]) for mode in MODES})
+    counts = {**DEFAULT_COUNTS, **(params["num_examples"] or {})}
+    return SyntheticInputter(params, {mode: int(counts[mode]) for mode in MODES})

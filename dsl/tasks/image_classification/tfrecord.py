@@ -22,7 +22,6 @@ from dsl.inputters.common import (
     expand_globs,
     image_shape_param,
     source_params,
-    with_defaults,
 )
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -127,13 +126,12 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Find and count the records of every declared mode now; they are parsed while training."""
     from dsl.tasks.image_classification._readers import TFRecordInputter
 
-    p = with_defaults(params, PARAMS)
-    files = {mode: expand_globs(as_list(p[mode]), f"inputter.{mode}") for mode in MODES if p[mode] is not None}
+    files = {mode: expand_globs(as_list(params[mode]), f"inputter.{mode}") for mode in MODES if params[mode] is not None}
     counts = {mode: sum(count_records(path, f"inputter.{mode}") for path in paths) for mode, paths in files.items()}
     for mode, count in counts.items():
         if count == 0:
             raise DslError(f"inputter.{mode}: {', '.join(map(str, files[mode]))} hold(s) no records")
-    return TFRecordInputter(p, files, counts)
+    return TFRecordInputter(params, files, counts)
 
 
 def count_records(path: Path, key: str) -> int:

@@ -9,19 +9,12 @@ from pathlib import Path
 
 import click
 
-from dsl.datasets import register, require_image_libraries, say_written
+from dsl.datasets import generated_set, require_image_libraries, say_written
 
 
-@register
-@click.command("synthetic-segmentation")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
-@click.option("--num-train", type=click.IntRange(min=1), default=400, show_default=True, help="Train images.")
-@click.option("--num-val", type=click.IntRange(min=1), default=100, show_default=True, help="Eval images.")
-@click.option("--num-classes", type=click.IntRange(min=2, max=255), default=4, show_default=True,
-              help="Classes, background (0) included.")
+@generated_set("synthetic-segmentation", items="images", num_train=400, num_val=100, num_classes=(4, 2, 255),
+               classes_help="Classes, background (0) included.")
 @click.option("--image-size", type=click.IntRange(min=8, max=1024), default=64, show_default=True, help="Height and width in pixels.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated images.")
-@click.option("--force", is_flag=True, help="Write the images again even when the directory is complete.")
 def synthetic_segmentation(out: Path, num_train: int, num_val: int, num_classes: int, image_size: int, seed: int,
                            force: bool) -> None:
     """A small learnable segmentation set: shapes on noise, a class-index PNG mask per image."""

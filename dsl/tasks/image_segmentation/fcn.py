@@ -28,7 +28,7 @@ from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
 from dsl.networks import declare_head
-from dsl.networks.common import NUM_CLASSES_PARAM, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, num_classes
 from dsl.networks.keras_application import APPLICATIONS, load_weights, too_small, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
 from dsl.tasks.image_segmentation._network import require_image_shape, segmentation_input
@@ -98,15 +98,14 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The FCN as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
     require_image_shape(context, "fcn")
-    backbone = _backbone(p, context)
+    backbone = _backbone(params, context)
     height, width = tuple(context.image_shape)[:2]
-    classes = num_classes(p, context)
+    classes = num_classes(params, context)
     layers = tf.keras.layers
     scores = layers.Conv2D(classes, 1, dtype="float32", name="score_32")(backbone.output)
     for stride in (16, 8):
-        if stride < p["output_stride"]:
+        if stride < params["output_stride"]:
             break
         features = _features_at(backbone, stride, height, width)
         skip = layers.Conv2D(classes, 1, dtype="float32", name=f"score_{stride}")(features)
@@ -115,7 +114,7 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
         scores = layers.Add(dtype="float32", name=f"fuse_{stride}")([upsampled, skip])
     scores = layers.Resizing(height, width, interpolation="bilinear", dtype="float32", name="upsample_logits")(scores)
     outputs = layers.Activation("linear", dtype="float32", name="logits")(scores)
-    model = tf.keras.Model(backbone.input, outputs, name=f"fcn_{p['output_stride']}s")
+    model = tf.keras.Model(backbone.input, outputs, name=f"fcn_{params['output_stride']}s")
     # The class scores at every stride depend on the classes: they are the head together.
     return declare_head(model, [layer.name for layer in model.layers if layer.name.startswith("score_")])
 

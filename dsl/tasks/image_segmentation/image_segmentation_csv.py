@@ -31,7 +31,6 @@ from dsl.inputters.common import (
     image_shape_param,
     skipped_outputs,
     source_params,
-    with_defaults,
 )
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -112,13 +111,12 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every declared CSV now (errors name the file and line); pixels are read while training."""
     from dsl.tasks.image_segmentation._masks import SegmentationInputter
 
-    p = with_defaults(params, PARAMS)
-    _check_settings(p)
+    _check_settings(params)
     listings = {}
     for mode in MODES:
-        if p[mode] is not None:
-            listings[mode] = read_csvs(as_list(p[mode]), f"inputter.{mode}", p["header"], p["skip_corrupt"])
-    return SegmentationInputter(p, listings)
+        if params[mode] is not None:
+            listings[mode] = read_csvs(as_list(params[mode]), f"inputter.{mode}", params["header"], params["skip_corrupt"])
+    return SegmentationInputter(params, listings)
 
 
 def read_csvs(values: list[str], key: str, header: str | bool = "auto",

@@ -25,7 +25,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
-from dsl.networks.common import NUM_CLASSES_PARAM, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, num_classes
 from dsl.tasks.image_segmentation._network import input_sizes, logits_layer, segmentation_input
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -89,24 +89,23 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The U-Net as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
-    _check_sizes(p["depth"], context)
+    _check_sizes(params["depth"], context)
     layers = tf.keras.layers
     inputs = segmentation_input(context, any_size=True)
     x, skips = inputs, []
-    for level in range(1, p["depth"] + 1):
-        x = _conv_pair(x, p["base_filters"] * 2 ** (level - 1), p["batch_norm"], f"encoder_{level}")
+    for level in range(1, params["depth"] + 1):
+        x = _conv_pair(x, params["base_filters"] * 2 ** (level - 1), params["batch_norm"], f"encoder_{level}")
         skips.append(x)
         x = layers.MaxPooling2D(2, name=f"encoder_{level}_pool")(x)
-    x = _conv_pair(x, p["base_filters"] * 2 ** p["depth"], p["batch_norm"], "bottleneck")
-    if p["dropout"]:
-        x = layers.Dropout(p["dropout"], name="bottleneck_dropout")(x)
-    for level in range(p["depth"], 0, -1):
-        filters = p["base_filters"] * 2 ** (level - 1)
+    x = _conv_pair(x, params["base_filters"] * 2 ** params["depth"], params["batch_norm"], "bottleneck")
+    if params["dropout"]:
+        x = layers.Dropout(params["dropout"], name="bottleneck_dropout")(x)
+    for level in range(params["depth"], 0, -1):
+        filters = params["base_filters"] * 2 ** (level - 1)
         x = layers.Conv2DTranspose(filters, 2, strides=2, name=f"decoder_{level}_upsample")(x)
         x = layers.Concatenate(name=f"decoder_{level}_concat")([skips[level - 1], x])
-        x = _conv_pair(x, filters, p["batch_norm"], f"decoder_{level}")
-    outputs = logits_layer(num_classes(p, context))(x)
+        x = _conv_pair(x, filters, params["batch_norm"], f"decoder_{level}")
+    outputs = logits_layer(num_classes(params, context))(x)
     return tf.keras.Model(inputs, outputs, name="unet")
 
 

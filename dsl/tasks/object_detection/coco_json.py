@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsl.engine.contracts import Inputter
-from dsl.inputters.common import source_params, with_defaults
+from dsl.inputters.common import source_params
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
 from dsl.language.rules import one_per_class
@@ -51,5 +51,4 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     from dsl.tasks.object_detection._box_listing import coco_class_names, read_sources
     from dsl.tasks.object_detection._inputter import DetectionInputter
 
-    p = with_defaults(params, PARAMS)
-    return DetectionInputter(p, read_sources(p, "coco"), coco_class_names(p))
+    return DetectionInputter(params, read_sources(params, "coco"), coco_class_names(params))

@@ -9,19 +9,12 @@ from pathlib import Path
 
 import click
 
-from dsl.datasets import register, require_image_libraries, say_written
+from dsl.datasets import generated_set, require_image_libraries, say_written
 
 
-@register
-@click.command("synthetic-detection")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
-@click.option("--num-train", type=click.IntRange(min=1), default=400, show_default=True, help="Train images.")
-@click.option("--num-val", type=click.IntRange(min=1), default=100, show_default=True, help="Eval images.")
-@click.option("--num-classes", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Classes.")
+@generated_set("synthetic-detection", items="images", num_train=400, num_val=100, num_classes=(3, 1, 100))
 @click.option("--image-size", type=click.IntRange(min=16, max=1024), default=64, show_default=True, help="Height and width in pixels.")
 @click.option("--max-objects", type=click.IntRange(min=1, max=20), default=3, show_default=True, help="Shapes per image, at most.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated images.")
-@click.option("--force", is_flag=True, help="Write the images again even when the directory is complete.")
 def synthetic_detection(out: Path, num_train: int, num_val: int, num_classes: int, image_size: int, max_objects: int,
                         seed: int, force: bool) -> None:
     """A small learnable detection set: shapes on noise, boxes as a CSV (one row per box) and as COCO JSON."""

@@ -35,7 +35,6 @@ from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem
 from dsl.networks import declare_head
-from dsl.networks.common import with_defaults
 from dsl.networks.keras_application import APPLICATIONS, load_weights, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
 from dsl.tasks.object_detection._anchors import ANCHORS_PARAM, anchors_of, anchors_per_position
@@ -124,18 +123,17 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The detector: images (B, H, W, C) -> float32 (B, anchors, 4 + num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
-    problems = check(p, tuple(context.image_shape))
+    problems = check(params, tuple(context.image_shape))
     if problems:
         raise DslError(f"{problems[0][0]}: {problems[0][1]}")
-    anchors = anchors_of(p)
-    classes = int(p["num_classes"]) if p["num_classes"] is not None else int(context.num_classes)
+    anchors = anchors_of(params)
+    classes = int(params["num_classes"]) if params["num_classes"] is not None else int(context.num_classes)
     images = tf.keras.Input(shape=tuple(context.image_shape), dtype=tf.float32, name="images")
-    features = _small_backbone(images, p, max(anchors["levels"])) if p["backbone"] == SMALL else _application(images, p, context)
-    pyramid = _pyramid(features, sorted(anchors["levels"]), p["fpn_filters"])
+    features = _small_backbone(images, params, max(anchors["levels"])) if params["backbone"] == SMALL else _application(images, params, context)
+    pyramid = _pyramid(features, sorted(anchors["levels"]), params["fpn_filters"])
     per_position = anchors_per_position(anchors)
-    class_head = _head("class_head", "class_logits", per_position * classes, p, bias=-math.log((1 - 0.01) / 0.01))
-    box_head = _head("box_head", "box_deltas", per_position * 4, p, bias=0.0)
+    class_head = _head("class_head", "class_logits", per_position * classes, params, bias=-math.log((1 - 0.01) / 0.01))
+    box_head = _head("box_head", "box_deltas", per_position * 4, params, bias=0.0)
     layers = tf.keras.layers
     deltas, logits = [], []
     for level in anchors["levels"]:

@@ -9,17 +9,10 @@ from pathlib import Path
 
 import click
 
-from dsl.datasets import register, say_written
+from dsl.datasets import generated_set, say_written
 
 
-@register
-@click.command("synthetic-text")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write.")
-@click.option("--num-train", type=click.IntRange(min=1), default=2000, show_default=True, help="Train texts.")
-@click.option("--num-val", type=click.IntRange(min=1), default=500, show_default=True, help="Eval texts.")
-@click.option("--num-classes", type=click.IntRange(min=2, max=100), default=3, show_default=True, help="Classes.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the generated texts.")
-@click.option("--force", is_flag=True, help="Write the texts again even when the directory is complete.")
+@generated_set("synthetic-text", items="texts", num_train=2000, num_val=500, num_classes=(3, 2, 100))
 def synthetic_text(out: Path, num_train: int, num_val: int, num_classes: int, seed: int, force: bool) -> None:
     """A small learnable text set: short texts whose class words and phrases decide the label."""
     from dsl.tasks.text_classification._synthetic_data import TextSpec, write

@@ -15,7 +15,7 @@ from typing import Any
 from dsl.engine.contracts import Model
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes
 from dsl.tasks.text_classification._network import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, masked_mean, token_input
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -42,13 +42,12 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
     inputs = token_input(context)
-    vectors = embedding(context, p["embedding_dim"])(inputs)
+    vectors = embedding(context, params["embedding_dim"])(inputs)
     x = masked_mean()([vectors, inputs])
-    if p["hidden_units"]:
-        x = tf.keras.layers.Dense(p["hidden_units"], activation="relu", name="hidden")(x)
-    if p["dropout"]:
-        x = tf.keras.layers.Dropout(p["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(p, context))(x)
+    if params["hidden_units"]:
+        x = tf.keras.layers.Dense(params["hidden_units"], activation="relu", name="hidden")(x)
+    if params["dropout"]:
+        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
+    outputs = logits_layer(num_classes(params, context))(x)
     return tf.keras.Model(inputs, outputs, name="embedding_bag")

@@ -14,21 +14,11 @@ from typing import Any
 from dsl.engine.contracts import Modeler
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.language.rules import checked
-from dsl.modelers.base import check_patterns
-from dsl.modelers.classification import PARAMS, ClassificationModeler, check_top_k, outputs
+from dsl.modelers.classification import CLASSIFIER, ClassificationModeler
 
 
-@register(
-    "modeler",
-    "text_classification",
-    rules=[checked(check_patterns)],
-    params=PARAMS,
-    description="Text classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.",
-    outputs=outputs,
-    batch=("tokens", "class"),
-    checks=[check_top_k],
-)
+@register("modeler", "text_classification", batch=("tokens", "class"), **CLASSIFIER,
+          description="Text classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.")
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The modeler for the resolved `modeler` section."""
+    """The classifier of token ids (dsl.modelers.classification)."""
     return ClassificationModeler(params, context)

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from dsl.engine.contracts import Inputter
-from dsl.inputters.common import MODES, as_list, check_num_classes, existing_file, source_params, with_defaults
+from dsl.inputters.common import MODES, as_list, check_num_classes, existing_file, source_params
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
-from dsl.language.registry import register
+from dsl.language.registry import register, with_defaults
 from dsl.language.rules import one_per_class
 from dsl.tasks.text_classification._text import (
     CLASSES_PARAM,
@@ -107,14 +107,13 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read and check every declared CSV now (errors name the file and line), then vectorise."""
     from dsl.tasks.text_classification._text_pipeline import TextInputter
 
-    p = with_defaults(params, PARAMS)
-    classes = list(p["classes"]) if p["classes"] else None
+    classes = list(params["classes"]) if params["classes"] else None
     if classes:
-        check_num_classes(len(classes), p, "inputter.classes", f"it names {len(classes)} classes")
-    splits = {mode: read_csvs(as_list(p[mode]), f"inputter.{mode}", p) for mode in MODES if p[mode] is not None}
+        check_num_classes(len(classes), params, "inputter.classes", f"it names {len(classes)} classes")
+    splits = {mode: read_csvs(as_list(params[mode]), f"inputter.{mode}", params) for mode in MODES if params[mode] is not None}
     if not splits:
         raise DslError("the text_classification_csv inputter declares no data; set inputter.train (and val / test)")
-    return TextInputter(p, splits, context, classes)
+    return TextInputter(params, splits, context, classes)
 
 
 def read_csvs(values: list[str], key: str, params: dict[str, Any]) -> TextSplit:

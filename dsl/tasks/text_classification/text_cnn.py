@@ -17,7 +17,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
-from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes, with_defaults
+from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes
 from dsl.tasks.text_classification._network import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -68,19 +68,18 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
     import tensorflow as tf
 
-    p = with_defaults(params, PARAMS)
     inputs = token_input(context)
-    too_wide = [size for size in p["filter_sizes"] if size > context.sequence_length]
+    too_wide = [size for size in params["filter_sizes"] if size > context.sequence_length]
     if too_wide:
         raise DslError(f"network.filter_sizes: {too_wide[0]} is wider than the {context.sequence_length} tokens of a text; "
                        "use smaller sizes or a longer inputter.sequence_length")
-    vectors = embedding(context, p["embedding_dim"])(inputs)
+    vectors = embedding(context, params["embedding_dim"])(inputs)
     pooled = []
-    for size in p["filter_sizes"]:
-        x = tf.keras.layers.Conv1D(p["num_filters"], size, activation="relu", name=f"conv_{size}")(vectors)
+    for size in params["filter_sizes"]:
+        x = tf.keras.layers.Conv1D(params["num_filters"], size, activation="relu", name=f"conv_{size}")(vectors)
         pooled.append(tf.keras.layers.GlobalMaxPooling1D(name=f"pool_{size}")(x))
     x = pooled[0] if len(pooled) == 1 else tf.keras.layers.Concatenate(name="concatenate")(pooled)
-    if p["dropout"]:
-        x = tf.keras.layers.Dropout(p["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(p, context))(x)
+    if params["dropout"]:
+        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
+    outputs = logits_layer(num_classes(params, context))(x)
     return tf.keras.Model(inputs, outputs, name="text_cnn")

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from dsl.engine.contracts import Inputter
-from dsl.inputters.common import MODES, as_list, check_num_classes, existing_dir, source_params, with_defaults
+from dsl.inputters.common import MODES, as_list, check_num_classes, existing_dir, source_params
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
-from dsl.language.registry import register
+from dsl.language.registry import register, with_defaults
 from dsl.language.rules import one_per_class
 from dsl.tasks.text_classification._text import (
     CLASSES_PARAM,
@@ -93,21 +93,20 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     """Read every text of every declared folder now (errors name the file), then vectorise."""
     from dsl.tasks.text_classification._text_pipeline import TextInputter
 
-    p = with_defaults(params, PARAMS)
-    folders = {mode: [existing_dir(v, f"inputter.{mode}") for v in as_list(p[mode])] for mode in MODES if p[mode]}
+    folders = {mode: [existing_dir(v, f"inputter.{mode}") for v in as_list(params[mode])] for mode in MODES if params[mode]}
     if not folders:
         raise DslError("the text_folder inputter declares no data; set inputter.train (and val / test)")
-    classes = _classes(p, folders)
+    classes = _classes(params, folders)
     splits = {}
     for mode, dirs in folders.items():
         split = TextSplit(f"inputter.{mode}")
-        for path, label in _listing(mode, dirs, classes, explicit=bool(p["classes"])):
+        for path, label in _listing(mode, dirs, classes, explicit=bool(params["classes"])):
             try:
                 split.add(decoded(path.read_bytes(), path), label)
             except OSError as exc:
                 raise DslError(f"{split.key}: cannot read {path}: {exc.strerror or exc}") from None
         splits[mode] = split
-    return TextInputter(p, splits, context, classes)
+    return TextInputter(params, splits, context, classes)
 
 
 def _classes(p: dict[str, Any], folders: dict[str, list[Path]]) -> list[str]:
