@@ -23,6 +23,7 @@ from typing import Any
 
 from dsl.callbacks._mlflow_check import check_mlflow_installed
 from dsl.engine.hooks import Callback
+from dsl.engine.rundir import is_number
 from dsl.language.registry import register
 
 PARENT_ENV = "DSLRUN_MLFLOW_PARENT_RUN_ID"
@@ -119,7 +120,7 @@ class MlflowTracking(Callback):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(key, float(value), now, step) for key, value in values.items() if _is_number(value)]
+        metrics = [Metric(key, float(value), now, step) for key, value in values.items() if is_number(value)]
         if metrics:
             self.client.log_batch(self.run_id, metrics=metrics)
 
@@ -155,10 +156,3 @@ def flatten(value: Any, prefix: str = "") -> dict[str, str]:
         found[prefix] = json.dumps(value) if not isinstance(value, str) else value
     return found
 
-
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True

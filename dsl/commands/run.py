@@ -55,16 +55,11 @@ def _final_validation(runner: Any) -> None:
     if not finals and runner.stop.finished and runner.metrics_file is not None:
         finals = [record for record in runner.metrics_file.read() if record.get("mode") == "val"]
     if finals:
+        from dsl.engine.rundir import is_number
+
         # The val phase's outputs only: a record also holds fields that are none (step, time, a
         # classifier's per-class table).
         outputs = {*runner.metrics["val"], "skipped_examples"}
-        values = ", ".join(f"{k} {float(v):.4f}" for k, v in finals[-1].items() if k in outputs and _is_number(v))
+        values = ", ".join(f"{k} {float(v):.4f}" for k, v in finals[-1].items() if k in outputs and is_number(v))
         click.echo(f"dslrun: final validation (step {finals[-1]['step']}): {values}")
 
-
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True

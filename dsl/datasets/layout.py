@@ -19,7 +19,8 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,41 @@ TRAIN_CSV = "train.csv"
 EVAL_CSV = "eval.csv"
 MANIFEST = "dataset.json"
 CLASSES = "classes.txt"
+
+
+@dataclass(frozen=True)
+class SetSpec:
+    """What a generator writes: a train and an eval split of `num_classes` classes, drawn from
+    `seed`. Also the manifest that tells a complete directory from another; a generator's spec
+    adds its own settings (an image size) as fields of a subclass."""
+
+    num_train: int = 400
+    num_val: int = 100
+    num_classes: int = 3
+    seed: int = 0
+
+
+# `split(name, count, stream)`: write one split's files, return its CSV rows.
+SplitWriter = Callable[[str, int, int], Sequence[Sequence[Any]]]
+
+
+def write_set(out: Path, kind: str, spec: SetSpec, force: bool, split: SplitWriter, class_names: list[str], *,
+              header: Sequence[str] = ("path", "label"), lineterminator: str = "\n",
+              also: Sequence[str] = ()) -> tuple[bool, dict[str, int]]:
+    """Generate `spec` into `out` unless `out` holds it already (its dataset.json says this `kind`
+    and `spec`, and the files `also` names exist); returns (written, counts per split).
+
+    Each split is written by `split` (train as stream 0, eval as stream 1, so the two differ
+    whatever the seed); then `finish` writes the listings, train.csv last.
+    """
+    manifest = {"kind": kind, **asdict(spec)}
+    counts = {"train": spec.num_train, "eval": spec.num_val}
+    if not force and is_complete(out, manifest) and all((out / name).is_file() for name in also):
+        return False, counts
+    begin(out)
+    rows = {name: split(name, count, stream) for stream, (name, count) in enumerate(counts.items())}
+    finish(out, rows, class_names, manifest, header, lineterminator)
+    return True, counts
 
 
 def is_complete(out: Path, manifest: dict[str, Any]) -> bool:
@@ -63,27 +99,29 @@ def write_images(out: Path, split: str, images: np.ndarray, start: int = 0, tota
     return paths
 
 
-def finish(out: Path, rows: dict[str, list[tuple[str, Any]]], class_names: list[str], manifest: dict[str, Any],
-           header: tuple[str, str] = ("path", "label")) -> None:
+def finish(out: Path, rows: Mapping[str, Sequence[Sequence[Any]]], class_names: list[str], manifest: dict[str, Any],
+           header: Sequence[str] = ("path", "label"), lineterminator: str = "\n") -> None:
     """Write classes.txt, eval.csv, dataset.json and, last, train.csv (rows under `header`)."""
-    _atomic_text(out / CLASSES, "".join(f"{name}\n" for name in class_names))
-    _write_csv(out / EVAL_CSV, rows["eval"], header)
-    _atomic_text(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    _write_csv(out / TRAIN_CSV, rows["train"], header)
+    atomic_text(out / CLASSES, "".join(f"{name}\n" for name in class_names))
+    _write_csv(out / EVAL_CSV, rows["eval"], header, lineterminator)
+    atomic_text(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _write_csv(out / TRAIN_CSV, rows["train"], header, lineterminator)
 
 
-def _write_csv(path: Path, rows: Iterable[tuple[str, Any]], header: tuple[str, str]) -> None:
+def _write_csv(path: Path, rows: Iterable[Sequence[Any]], header: Sequence[str], lineterminator: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
+        writer = csv.writer(handle, lineterminator=lineterminator)
         writer.writerow(header)
-        writer.writerows((name, int(value) if isinstance(value, (int, np.integer)) else value) for name, value in rows)
+        writer.writerows([int(value) if isinstance(value, np.integer) else value for value in row] for row in rows)
     os.replace(temporary, path)
 
 
-def _atomic_text(path: Path, text: str) -> None:
+def atomic_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename: never half a file."""
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
+    with open(temporary, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
     os.replace(temporary, path)
 
 

@@ -93,6 +93,15 @@ def differs_from_stored(model_dir: Path, text: str) -> str | None:
     )
 
 
+def is_number(value: Any) -> bool:
+    """Whether a metrics record's value is a number (a record also carries names, lists, None)."""
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 class MetricsFile:
     """Appends one record per phase to metrics.jsonl (or rewrites metrics.csv atomically)."""
 

@@ -9,7 +9,7 @@ network reaches high accuracy in a few epochs; chance is 1/K.
 from __future__ import annotations
 
 import colorsys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +18,10 @@ from dsl.datasets import layout
 
 
 @dataclass(frozen=True)
-class SyntheticSpec:
-    """What to generate; also the manifest that tells a complete directory from another."""
+class SyntheticSpec(layout.SetSpec):
+    """What to generate (dsl.datasets.layout.SetSpec) and the images' height and width."""
 
-    num_train: int = 2000
-    num_val: int = 500
-    num_classes: int = 10
     image_size: int = 32
-    seed: int = 0
 
 
 def generate(count: int, spec: SyntheticSpec, stream: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,16 +45,9 @@ def generate(count: int, spec: SyntheticSpec, stream: int) -> tuple[np.ndarray, 
 
 def write(out: Path, spec: SyntheticSpec, force: bool = False) -> tuple[bool, dict[str, int]]:
     """Generate the set into `out` unless it is already there; returns (written, counts per split)."""
-    manifest = {"kind": "synthetic", **asdict(spec)}
-    counts = {"train": spec.num_train, "eval": spec.num_val}
-    if not force and layout.is_complete(out, manifest):
-        return False, counts
-    layout.begin(out)
-    rows = {}
-    for stream, (split, count) in enumerate(counts.items()):
+
+    def split(name: str, count: int, stream: int) -> list[tuple[str, int]]:
         images, labels = generate(count, spec, stream)
-        paths = layout.write_images(out, split, images)
-        rows[split] = list(zip(paths, labels.tolist()))
-    names = [f"class_{k}" for k in range(spec.num_classes)]
-    layout.finish(out, rows, names, manifest)
-    return True, counts
+        return list(zip(layout.write_images(out, name, images), labels.tolist()))
+
+    return layout.write_set(out, "synthetic", spec, force, split, [f"class_{k}" for k in range(spec.num_classes)])

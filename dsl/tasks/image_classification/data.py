@@ -20,7 +20,7 @@ def synthetic(out: Path, num_train: int, num_val: int, num_classes: int, image_s
     require_image_libraries()
     from dsl.tasks.image_classification._synthetic_data import SyntheticSpec, write
 
-    spec = SyntheticSpec(num_train, num_val, num_classes, image_size, seed)
+    spec = SyntheticSpec(num_train=num_train, num_val=num_val, num_classes=num_classes, seed=seed, image_size=image_size)
     written, counts = write(out, spec, force)
     _report(out, written, counts, f"{num_classes} classes, {image_size}x{image_size} RGB", num_classes)
 

@@ -17,7 +17,7 @@ On disk (the CamVid layout of the Lambda demo, dsl/datasets/layout.py):
 from __future__ import annotations
 
 import colorsys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +29,10 @@ HEADER = ("image_path", "mask_path")
 
 
 @dataclass(frozen=True)
-class SegmentationSpec:
-    """What to generate; also the manifest that tells a complete directory from another."""
+class SegmentationSpec(layout.SetSpec):
+    """What to generate (dsl.datasets.layout.SetSpec) and the images' height and width."""
 
-    num_train: int = 400
-    num_val: int = 100
-    num_classes: int = 4
     image_size: int = 64
-    seed: int = 0
 
 
 def class_names(num_classes: int) -> list[str]:
@@ -66,19 +62,14 @@ def generate(count: int, spec: SegmentationSpec, stream: int) -> tuple[np.ndarra
 
 def write(out: Path, spec: SegmentationSpec, force: bool = False) -> tuple[bool, dict[str, int]]:
     """Generate the set into `out` unless it is already there; returns (written, counts per split)."""
-    manifest = {"kind": "synthetic-segmentation", **asdict(spec)}
-    counts = {"train": spec.num_train, "eval": spec.num_val}
-    if not force and layout.is_complete(out, manifest):
-        return False, counts
-    layout.begin(out)
-    rows = {}
-    for stream, (split, count) in enumerate(counts.items()):
+
+    def split(name: str, count: int, stream: int) -> list[tuple[str, str]]:
         images, masks = generate(count, spec, stream)
-        image_paths = layout.write_images(out, f"{split}/images", images)
-        mask_paths = layout.write_images(out, f"{split}/masks", masks[..., None])
-        rows[split] = list(zip(image_paths, mask_paths))
-    layout.finish(out, rows, class_names(spec.num_classes), manifest, header=HEADER)
-    return True, counts
+        return list(zip(layout.write_images(out, f"{name}/images", images),
+                        layout.write_images(out, f"{name}/masks", masks[..., None])))
+
+    return layout.write_set(out, "synthetic-segmentation", spec, force, split, class_names(spec.num_classes),
+                            header=HEADER)
 
 
 def _shape(kind: str, xs: np.ndarray, ys: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:

@@ -21,7 +21,8 @@ def synthetic_segmentation(out: Path, num_train: int, num_val: int, num_classes:
     require_image_libraries()
     from dsl.tasks.image_segmentation._synthetic_data import SegmentationSpec, write
 
-    spec = SegmentationSpec(num_train, num_val, num_classes, image_size, seed)
+    spec = SegmentationSpec(num_train=num_train, num_val=num_val, num_classes=num_classes, seed=seed,
+                            image_size=image_size)
     written, counts = write(out, spec, force)
     say_written(out, written, counts, "images and masks", f"{num_classes} classes, {image_size}x{image_size} RGB")
     click.echo(f"use it with: inputter: {{type: image_segmentation_csv, train: {out / 'train.csv'}, "

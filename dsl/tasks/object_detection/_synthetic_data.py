@@ -18,10 +18,8 @@ On disk, both layouts the detection inputters read, sharing the images:
 from __future__ import annotations
 
 import colorsys
-import csv
 import json
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +36,12 @@ Box = tuple[int, int, int, int, int]
 
 
 @dataclass(frozen=True)
-class DetectionSpec:
-    """What to generate; also the manifest that tells a complete directory from another."""
+class DetectionSpec(layout.SetSpec):
+    """What to generate (dsl.datasets.layout.SetSpec), the images' height and width, and the
+    shapes an image holds at most."""
 
-    num_train: int = 400
-    num_val: int = 100
-    num_classes: int = 3
     image_size: int = 64
     max_objects: int = 3
-    seed: int = 0
 
 
 def class_names(num_classes: int) -> list[str]:
@@ -80,23 +75,19 @@ def generate(count: int, spec: DetectionSpec, stream: int) -> tuple[np.ndarray, 
 
 
 def write(out: Path, spec: DetectionSpec, force: bool = False) -> tuple[bool, dict[str, int]]:
-    """Generate the set into `out` unless it is already there; returns (written, counts per split)."""
-    manifest = {"kind": "synthetic-detection", **asdict(spec)}
-    counts = {"train": spec.num_train, "eval": spec.num_val}
-    if not force and layout.is_complete(out, manifest) and all((out / f"{s}.json").is_file() for s in counts):
-        return False, counts
-    layout.begin(out)
+    """Generate the set into `out` unless it is already there; returns (written, counts per split).
+
+    Each split is listed twice: a CSV of one row per box, and COCO JSON (train.json, eval.json)."""
     names = class_names(spec.num_classes)
-    listed = {}
-    for stream, (split, count) in enumerate(counts.items()):
+
+    def split(name: str, count: int, stream: int) -> list[tuple[Any, ...]]:
         images, boxes = generate(count, spec, stream)
-        listed[split] = (layout.write_images(out, f"{split}/images", images), boxes)
-        _atomic(out / f"{split}.json", json.dumps(coco(*listed[split], names, spec.image_size)) + "\n")
-    _atomic(out / layout.CLASSES, "".join(f"{name}\n" for name in names))
-    _write_csv(out / layout.EVAL_CSV, *listed["eval"], names)
-    _atomic(out / layout.MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    _write_csv(out / layout.TRAIN_CSV, *listed["train"], names)  # last: marks the directory complete
-    return True, counts
+        paths = layout.write_images(out, f"{name}/images", images)
+        layout.atomic_text(out / f"{name}.json", json.dumps(coco(paths, boxes, names, spec.image_size)) + "\n")
+        return [(path, *box[:4], names[box[4]]) for path, found in zip(paths, boxes) for box in found]
+
+    return layout.write_set(out, "synthetic-detection", spec, force, split, names, header=HEADER,
+                            also=("train.json", "eval.json"))
 
 
 def coco(paths: list[str], boxes: list[list[Box]], names: list[str], size: int) -> dict[str, Any]:
@@ -111,22 +102,6 @@ def coco(paths: list[str], boxes: list[list[Box]], names: list[str], size: int) 
                                 "bbox": [x_min, y_min, width, height], "area": width * height, "iscrowd": 0})
     categories = [{"id": k + 1, "name": name} for k, name in enumerate(names)]
     return {"images": images, "annotations": annotations, "categories": categories}
-
-
-def _write_csv(path: Path, paths: list[str], boxes: list[list[Box]], names: list[str]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(HEADER)
-        for image, found in zip(paths, boxes):
-            writer.writerows((image, *box[:4], names[box[4]]) for box in found)
-    os.replace(temporary, path)
-
-
-def _atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def _placed(kind: str, xs: np.ndarray, ys: np.ndarray, size: int, rng: np.random.Generator,

@@ -21,7 +21,8 @@ def synthetic_detection(out: Path, num_train: int, num_val: int, num_classes: in
     require_image_libraries()
     from dsl.tasks.object_detection._synthetic_data import DetectionSpec, class_names, write
 
-    spec = DetectionSpec(num_train, num_val, num_classes, image_size, max_objects, seed)
+    spec = DetectionSpec(num_train=num_train, num_val=num_val, num_classes=num_classes, seed=seed,
+                         image_size=image_size, max_objects=max_objects)
     written, counts = write(out, spec, force)
     say_written(out, written, counts, "images with boxes", f"{num_classes} classes, {image_size}x{image_size} RGB")
     click.echo(f"  {out / 'train.json'}\n  {out / 'eval.json'}")

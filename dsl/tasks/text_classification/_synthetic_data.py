@@ -18,11 +18,8 @@ is never taken for a complete one. Pure Python: no TensorFlow.
 
 from __future__ import annotations
 
-import csv
-import io
-import os
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from dsl.datasets import layout
@@ -54,13 +51,8 @@ WORDS_PER_CLASS = 4
 
 
 @dataclass(frozen=True)
-class TextSpec:
-    """What to generate; also the manifest that tells a complete directory from another."""
-
-    num_train: int = 2000
-    num_val: int = 500
-    num_classes: int = 3
-    seed: int = 0
+class TextSpec(layout.SetSpec):
+    """What to generate (dsl.datasets.layout.SetSpec): texts have no settings of their own."""
 
 
 def class_names(num_classes: int) -> list[str]:
@@ -122,37 +114,11 @@ def _punctuated(rng: random.Random, words: list[str]) -> str:
 
 
 def write(out: Path, spec: TextSpec, force: bool = False) -> tuple[bool, dict[str, int]]:
-    """Generate the set into `out` unless it is already there; returns (written, counts per split)."""
-    manifest = {"kind": "synthetic-text", **asdict(spec)}
-    counts = {"train": spec.num_train, "eval": spec.num_val}
-    if not force and layout.is_complete(out, manifest):
-        return False, counts
-    layout.begin(out)
-    rows = {split: generate(count, spec, stream) for stream, (split, count) in enumerate(counts.items())}
-    _atomic_write(out / layout.CLASSES, "".join(f"{name}\n" for name in class_names(spec.num_classes)))
-    _atomic_write(out / layout.EVAL_CSV, _csv_text(rows["eval"]))
-    _atomic_write(out / layout.MANIFEST, _json(manifest))
-    _atomic_write(out / layout.TRAIN_CSV, _csv_text(rows["train"]))
-    return True, counts
+    """Generate the set into `out` unless it is already there; returns (written, counts per split).
+
+    RFC 4180: CRLF between records, fields with a comma, quote or line break quoted."""
+    return layout.write_set(out, "synthetic-text", spec, force, lambda _, count, stream: generate(count, spec, stream),
+                            class_names(spec.num_classes), header=("text", "label"), lineterminator="\r\n")
 
 
-def _csv_text(rows: list[tuple[str, int]]) -> str:
-    """RFC 4180: CRLF between records, fields with a comma, quote or line break quoted."""
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(["text", "label"])
-    writer.writerows(rows)
-    return buffer.getvalue()
 
-
-def _json(manifest: dict[str, object]) -> str:
-    import json
-
-    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-    os.replace(temporary, path)

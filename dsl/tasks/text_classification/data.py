@@ -17,7 +17,7 @@ def synthetic_text(out: Path, num_train: int, num_val: int, num_classes: int, se
     """A small learnable text set: short texts whose class words and phrases decide the label."""
     from dsl.tasks.text_classification._synthetic_data import TextSpec, write
 
-    spec = TextSpec(num_train, num_val, num_classes, seed)
+    spec = TextSpec(num_train=num_train, num_val=num_val, num_classes=num_classes, seed=seed)
     written, counts = write(out, spec, force)
     say_written(out, written, counts, "texts", f"{num_classes} classes")
     click.echo(f"use it with: inputter: {{type: text_classification_csv, train: {out / 'train.csv'}, "
