@@ -137,9 +137,6 @@ class Backend:
         """`value` from every replica, in rank order (used to check weights agree)."""
         return [value]
 
-    def barrier(self) -> None:
-        """Wait for every replica; nothing to wait for here."""
-
     def run_training(self, runner: ElasticRunner, train: Callable[[], None]) -> None:
         """Run `train` (the runner's workflow from its current position) once.
 

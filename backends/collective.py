@@ -198,9 +198,6 @@ class CollectiveBackend(Backend):
         rows = self._explain(self._host.gather, row)
         return [r[1:].tobytes()[:int(r[0])] for r in rows]
 
-    def barrier(self) -> None:
-        self.max_across_ranks(0)
-
     def describe(self) -> str:
         task = task_label(*self.task)
         return (f"collective ({self.placement.world_size} workers, {task} at {self._address(self.task)}, "

@@ -190,11 +190,6 @@ class HorovodBackend(Backend):
     def gather_strings(self, value: str) -> list[str]:
         return list(self.hvd.allgather_object(value, name="dslrun_gather"))
 
-    def barrier(self) -> None:
-        import tensorflow as tf
-
-        self.hvd.allreduce(tf.constant(0, tf.int32), op=self.hvd.Sum, name="dslrun_barrier")
-
     def shutdown(self) -> None:
         if self.hvd is not None and self.hvd.is_initialized():
             self.hvd.shutdown()

@@ -291,11 +291,6 @@ def with_capability(capability: str, runner: Mapping[str, Any] | None = None) ->
     return [spec for spec in backends() if spec.can(capability, runner)]
 
 
-def settings_owner(key: str) -> BackendSpec | None:
-    """The backend that declares the settings section `runner.<key>`."""
-    return next((spec for spec in backends() if key in spec.settings), None)
-
-
 def either(names: list[str]) -> str:
     """`a`, `a or b`, `a, b or c`: alternatives in a message."""
     return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"

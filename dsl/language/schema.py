@@ -123,12 +123,6 @@ def pipeline_schema() -> dict[str, Any]:
     return _cached_schema()
 
 
-def clear_cache() -> None:
-    """Forget the built schema and validator (after registering components, e.g. in tests)."""
-    _cached_schema.cache_clear()
-    validator.cache_clear()
-
-
 def schema_text() -> str:
     """The schema as committed: indent 2, sorted keys, trailing newline (stable diffs)."""
     return json.dumps(pipeline_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
