@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +110,42 @@ def sigkill_when(args: list[str], path_glob: Path, env: dict[str, str], timeout:
         process.kill()
         process.communicate()
     assert process.returncode == -signal.SIGKILL
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def mlflow_server(root: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A real MLflow tracking server (SQLite backend, its files under `root`): (its URL, its
+    process group's leader). Killed with everything it started when the block ends, on failure too."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+               "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts"),
+               "--workers", "1"]
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below, after the server
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240  # a deadline only: it starts in about 10 s on a quiet machine
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except (OSError, http.client.HTTPException):  # not up yet (or, until it binds, another program's port)
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield url, process
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGCONT)  # a test may have stopped it
+        except ProcessLookupError:
+            pass
+        kill_group(process)
+        log.close()

@@ -1,4 +1,5 @@
-"""The `mlflow` callback: what validate says without MLflow.
+"""The `mlflow` callback: what validate says without MLflow, and a tracking server that does
+not answer (before the run: an error at once; during it: training goes on).
 
 The callback against a real tracking server (a sweep as the parent run of its trials, a
 resumed trial continuing its run) is tested with the sweep it tracks, in
@@ -7,11 +8,17 @@ tests/test_sweep_e2e.py, so that one trained study serves both (test time).
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from e2e_support import MULTIRANK_ENV
+import pytest
+
+from e2e_support import DSLRUN, ENV, MULTIRANK_ENV, dslrun, free_port, kill_group, mlflow_server, synthetic_data
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
 
@@ -29,3 +36,62 @@ def test_validate_names_the_extra_when_mlflow_is_missing(tmp_path: Path) -> None
         f"{file}:3:11: error: callbacks[0].type: the mlflow callback needs MLflow, which is not installed; install MLflow "
         'with: pip install "dslrun[mlflow]" (or pip install mlflow)'
     ]
+
+
+def tracked_pipeline(tmp_path: Path, uri: str) -> Path:
+    file = tmp_path / "tracked.yaml"
+    file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks:\n  - type: mlflow\n"
+                    f"    tracking_uri: {uri}\n", encoding="utf-8")
+    return file
+
+
+def test_a_tracking_server_that_does_not_answer_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    """Refused, or accepted and never answered (MLflow's client would retry for minutes): one
+    located line naming the callback and the server, exit 1, nothing built, no run directory."""
+    pytest.importorskip("mlflow")
+    with socket.socket() as silent:  # a real listening socket whose server never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        for port, reason in ((free_port(), "Connection refused"), (silent.getsockname()[1], "no answer within 5 s")):
+            file = tracked_pipeline(tmp_path, f"http://bob:hunter2@127.0.0.1:{port}")
+            result = dslrun("run", str(file), check=False, timeout=120)
+            assert result.returncode == 1, result.stderr
+            assert [line for line in result.stderr.splitlines() if "error" in line] == [
+                f"{file}:6:19: error: callbacks[0].tracking_uri: the MLflow tracking server "
+                f"http://bob:***@127.0.0.1:{port} does not answer: {reason}; start it or correct the URI (dslrun asks "
+                "before training, so that a run never waits on it)"]
+            assert "Traceback" not in result.stderr and "hunter2" not in result.stderr + result.stdout
+            assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_tracking_server_that_stops_answering_never_stops_training(tmp_path: Path) -> None:
+    """The server freezes (SIGSTOP: connections wait, nothing answers) once the run has started:
+    the run says so once, trains to its end, and keeps every value in metrics.jsonl; the phase
+    values it could not send are sent when the server answers again."""
+    pytest.importorskip("mlflow")
+    data = synthetic_data(tmp_path / "data", 64, 16, 32)
+    with mlflow_server(tmp_path) as (url, server):
+        file = tracked_pipeline(tmp_path, url)
+        settings = ["--set", f"inputter.train={data / 'train.csv'}", "--set", f"inputter.val={data / 'eval.csv'}",
+                    "--set", "inputter.batch_size=16", "--set", "runner.max_epochs=3",
+                    "--set", "callbacks[0].every_n_iters=1"]
+        process = subprocess.Popen([*DSLRUN, "run", str(file), *settings], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+        try:
+            assert process.stderr is not None
+            lines = []
+            for line in process.stderr:  # the run exists in MLflow: freeze the server before the first step ends
+                lines.append(line)
+                if "mlflow: run " in line:
+                    os.killpg(server.pid, signal.SIGSTOP)
+                    break
+            _, rest = process.communicate(timeout=600)
+        finally:
+            kill_group(process)
+        stderr = "".join(lines) + rest
+        assert process.returncode == 0, stderr
+        warnings = [line for line in stderr.splitlines() if "warning: mlflow" in line]
+        assert len(warnings) == 1 and url in warnings[0] and "training goes on" in warnings[0], stderr
+        records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+        assert [r["epoch"] for r in records if r["mode"] == "train"] == [1, 2, 3]

@@ -11,16 +11,12 @@ one-process trials that hang past their timeout, and trials started by `dslrun l
 
 from __future__ import annotations
 
-import http.client
 import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +26,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 from e2e_support import DSLRUN, MULTIRANK_ENV, kill_group, synthetic_data
+from e2e_support import mlflow_server as start_mlflow_server
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yaml"
 # Every trial shrunk, its network a small CNN: what is tested is the sweep's handling of its trials,
@@ -104,42 +101,14 @@ def interrupt_when_training(file: Path, env: dict[str, str], trial: int) -> str:
     return "".join(lines) + rest
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
     """A real tracking server (SQLite backend) when MLflow is installed, else None (its test skips)."""
     if importlib.util.find_spec("mlflow") is None:
         yield None
         return
-    root = tmp_path_factory.mktemp("mlflow")
-    port = free_port()
-    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
-               "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts"),
-               "--workers", "1"]
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below, after the server
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240  # a deadline only: it starts in about 10 s on a quiet machine
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except (OSError, http.client.HTTPException):  # not up yet (or, until it binds, another program's port)
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.3)
+    with start_mlflow_server(tmp_path_factory.mktemp("mlflow")) as (url, _):
         yield url
-    finally:
-        kill_group(process)
-        log.close()
 
 
 @dataclass

@@ -11,6 +11,13 @@ the sweep's run (`DSLRUN_MLFLOW_PARENT_RUN_ID`, set by the sweep).
 MLflow is an optional extra (`pip install "dslrun[mlflow]"`); `dslrun validate` says so when a
 pipeline uses this callback without it. The client is used directly (MlflowClient), never the
 fluent API's process-wide active run.
+
+Tracking never stops nor stalls training. `dslrun run` asks the server before anything is built
+(dsl/callbacks/_mlflow_check.py): one that does not answer is an error located at the callback.
+During the run each request waits a few seconds at most (MLFLOW_HTTP_REQUEST_TIMEOUT and
+_MAX_RETRIES, unless set); when the server stops answering the run says so once and goes on,
+the step values are skipped, the phase values are kept and sent again at the next phase end,
+and every value stays in metrics.jsonl.
 """
 
 from __future__ import annotations
@@ -18,16 +25,19 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsl.callbacks._mlflow_check import check_mlflow_installed
+from dsl.callbacks._mlflow_check import check_mlflow_installed, check_tracking_server, shown_uri
 from dsl.engine.hooks import Callback
 from dsl.engine.rundir import is_number
 from dsl.language.registry import register
 
 PARENT_ENV = "DSLRUN_MLFLOW_PARENT_RUN_ID"
 _MAX_VALUE = 500  # MLflow refuses longer parameter values on some stores
+# How long one request to the server may take during a run (MLflow's own default retries for minutes).
+REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
 
 
 @register(
@@ -66,6 +76,7 @@ _MAX_VALUE = 500  # MLflow refuses longer parameter values on some stores
         'pip install "dslrun[mlflow]".'
     ),
     checks=[check_mlflow_installed],
+    start_checks=[check_tracking_server],
 )
 class MlflowTracking(Callback):
     priority = "LOW"
@@ -74,10 +85,39 @@ class MlflowTracking(Callback):
     def before_run(self, runner: Any) -> None:
         from mlflow.tracking import MlflowClient
 
+        for name, value in REQUEST_LIMITS.items():
+            os.environ.setdefault(name, value)
         self.client = MlflowClient(tracking_uri=self.params.get("tracking_uri"))
         self.record = Path(runner.model_dir) / "mlflow.json"
-        self.run_id = self._resumed_run() or self._new_run(runner)
-        runner.notice(f"mlflow: run {self.run_id} at {self.client.tracking_uri}")
+        self.down = False  # the server stopped answering; retried at phase ends
+        self.unsent: list[tuple[dict[str, Any], int]] = []  # phase values it has not taken yet
+        self.run_id: str | None = None
+        started, run_id = self._tracked(runner, self._start, runner)
+        if started:
+            self.run_id = run_id
+            runner.notice(f"mlflow: run {self.run_id} at {shown_uri(self.client.tracking_uri)}")
+
+    def _start(self, runner: Any) -> str:
+        return self._resumed_run() or self._new_run(runner)
+
+    def _tracked(self, runner: Any, request: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """(True, `request(*args)`), or (False, None) when the server fails it: said once, and
+        training goes on."""
+        try:
+            result = request(*args)
+        except Exception as exc:  # MLflow's and requests' errors alike: tracking must not end the run
+            if not self.down:
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
+                runner.notice(f"warning: mlflow: {shown_uri(self.client.tracking_uri)} failed a request ({reason}); "
+                              "training goes on, tracking is retried at each phase end, and metrics.jsonl keeps "
+                              "every value")
+            self.down = True
+            return False, None
+        if self.down:
+            runner.notice(f"mlflow: {shown_uri(self.client.tracking_uri)} answers again; tracking goes on "
+                          "(the step values in between are in metrics.jsonl)")
+            self.down = False
+        return True, result
 
     def _resumed_run(self) -> str | None:
         try:
@@ -116,30 +156,49 @@ class MlflowTracking(Callback):
         for start in range(0, len(params), 100):  # MLflow takes at most 100 parameters per batch
             self.client.log_batch(run_id, params=params[start:start + 100])
 
-    def _log_metrics(self, values: dict[str, Any], step: int) -> None:
+    def _log_metrics(self, run_id: str, values: dict[str, Any], step: int) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         metrics = [Metric(key, float(value), now, step) for key, value in values.items() if is_number(value)]
         if metrics:
-            self.client.log_batch(self.run_id, metrics=metrics)
+            self.client.log_batch(run_id, metrics=metrics)
 
     def after_train_iter(self, runner: Any) -> None:
+        if self.run_id is None or self.down:
+            return  # skipped while the server does not answer: a step value is one of many
         if runner.step % int(self.params.get("every_n_iters", 10)) == 0:
-            self._log_metrics({f"train/{k}": v for k, v in runner.outputs.items()}, runner.step)
+            values = {f"train/{k}": v for k, v in runner.outputs.items()}
+            self._tracked(runner, self._log_metrics, self.run_id, values, runner.step)
 
     def after_epoch(self, runner: Any) -> None:
-        self._log_metrics({f"{runner.mode}/{k}": v for k, v in runner.phase_outputs.items()}, runner.step)
+        self.unsent.append(({f"{runner.mode}/{k}": v for k, v in runner.phase_outputs.items()}, runner.step))
+        self._send_phases(runner)
+
+    def _send_phases(self, runner: Any) -> None:
+        """The phase values not sent yet, oldest first, until the server fails one (kept for the next)."""
+        if self.run_id is None:
+            return
+        while self.unsent:
+            values, step = self.unsent[0]
+            if not self._tracked(runner, self._log_metrics, self.run_id, values, step)[0]:
+                return
+            self.unsent.pop(0)
 
     def after_run(self, runner: Any) -> None:
+        if self.run_id is None:
+            return
+        self._send_phases(runner)
+        if self.down:
+            return
         model_dir = Path(runner.model_dir)
         for name in ("best", "best.json"):
             path = model_dir / name
             if path.is_dir():
-                self.client.log_artifacts(self.run_id, str(path), name)
+                self._tracked(runner, self.client.log_artifacts, self.run_id, str(path), name)
             elif path.is_file():
-                self.client.log_artifact(self.run_id, str(path))
-        self.client.set_terminated(self.run_id, status="FAILED" if runner.failed else "FINISHED")
+                self._tracked(runner, self.client.log_artifact, self.run_id, str(path))
+        self._tracked(runner, self.client.set_terminated, self.run_id, "FAILED" if runner.failed else "FINISHED")
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, str]:

@@ -26,23 +26,31 @@ CHECKPOINT_HELP = (
 )
 
 
-def load_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The resolved pipeline; every located error (and warning) on stderr, exit status 1 on errors."""
-    from dsl.language.pipeline import check_pipeline
+def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: bool = False) -> dict[str, Any]:
+    """The resolved pipeline; every located error (and warning) on stderr, exit status 1 on errors.
 
-    resolved, diagnostics = check_pipeline(path, overrides)
+    `starting`: the pipeline is about to run here, so the components' checks of this machine run
+    too (`register(start_checks=...)`: a tracking server that must answer), located like the rest.
+    """
+    from dsl.language.checks import check_before_start
+    from dsl.language.diagnostics import is_error
+    from dsl.language.pipeline import check_pipeline_with_sources
+
+    resolved, diagnostics, sources = check_pipeline_with_sources(path, overrides)
+    if resolved is not None and sources is not None and starting:
+        diagnostics = [*diagnostics, *check_before_start(resolved, sources)]
     for diagnostic in diagnostics:
         click.echo(diagnostic.format_text(), err=True)
-    if resolved is None:
+    if resolved is None or any(is_error(d) for d in diagnostics):
         sys.exit(1)
     return resolved
 
 
-def pipeline_or_exit(path: str | Path, overrides: Sequence[str] = ()) -> Pipeline:
+def pipeline_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: bool = False) -> Pipeline:
     """`load_or_exit`, frozen into the typed pipeline the engine reads (dsl.language.resolved)."""
     from dsl.language.resolved import Pipeline
 
-    return Pipeline.from_resolved(load_or_exit(path, overrides))
+    return Pipeline.from_resolved(load_or_exit(path, overrides, starting=starting))
 
 
 def rank_prefix() -> str:

@@ -20,7 +20,7 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     """Train the pipeline in FILE on the backend it selects."""
     if no_resume and resume_from:
         raise click.UsageError("--no-resume and --resume-from contradict each other; give one")
-    pipeline = pipeline_or_exit(path, overrides)
+    pipeline = pipeline_or_exit(path, overrides, starting=True)
     from dsl.commands._training import build_runner
     from dsl.engine.rundir import write_pipeline
     from dsl.language.pipeline import dump_pipeline

@@ -393,6 +393,13 @@ def check_components_own(pipeline: dict[str, Any], sources: SourceMap) -> list[D
             for found in check(pipeline, sources)]
 
 
+def check_before_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """Each used type's checks of the machine that runs (`register(start_checks=...)`), once per
+    type, just before `dslrun run` builds anything: a tracking server that must answer."""
+    return [found for component in used_components(pipeline) for check in component.start_checks
+            for found in check(pipeline, sources)]
+
+
 def used_components(pipeline: dict[str, Any]) -> list[registry.Component]:
     """Every registered type the pipeline uses, once each, in section order (unknown types left out)."""
     found: dict[tuple[str, str], registry.Component] = {}

@@ -94,6 +94,7 @@ class Component:
     host_files: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None
     checks: tuple[Callable[..., Any], ...] = ()
     build_checks: tuple[Callable[..., Any], ...] = ()
+    start_checks: tuple[Callable[..., Any], ...] = ()
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -136,6 +137,7 @@ def register(
     host_files: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None,
     checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     build_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
+    start_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -165,7 +167,9 @@ def register(
     checkpoint's path, an optional package), run once by `dslrun validate` when the pipeline
     uses the type; `build_checks` what it can tell only with the built network
     (`check(pipeline, sources, model) -> [Diagnostic]`: a checkpoint matched with it by name), run
-    by `dslrun validate --build`. `extra` is merged into the component's schema (e.g.
+    by `dslrun validate --build`; `start_checks` what only the machine that runs can tell, just
+    before the run (`check(pipeline, sources) -> [Diagnostic]`: a tracking server that must answer,
+    asked with a short timeout), run by `dslrun run` before anything is built. `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -209,6 +213,7 @@ def register(
             host_files=host_files,
             checks=tuple(checks),
             build_checks=tuple(build_checks),
+            start_checks=tuple(start_checks),
         )
         return builder
 
