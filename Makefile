@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 # The build (about 4 minutes here) is kept as a wheel in $(HOROVOD_CACHE), named by everything it depends on
 # (Python X.Y, TensorFlow's version, the patch, the GPU operations), so another venv of the same Python
 # (CI's second clone, `make clean install`) installs it in seconds; delete the folder to build afresh.
-# On a GPU machine with CUDA/NCCL: make install HOROVOD_GPU_OPERATIONS=NCCL (see README, "GPU hosts").
+# On a GPU machine with CUDA/NCCL: make install HOROVOD_GPU_OPERATIONS=NCCL (see docs/stack.md, "GPU hosts").
 HOROVOD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dslrun/horovod
 horovod:
 	@if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev >/dev/null 2>&1 || ! command -v cmake >/dev/null \
@@ -120,7 +120,7 @@ postgres:
 # TEST_WORKERS workers (a worker per core), a module's tests on one worker, the heaviest modules
 # first (tests/conftest.py). The slowest 25 tests are listed at the end.
 TEST_WORKERS ?= auto
-test: install sshd slurm postgres lint
+test: install sshd slurm postgres lint docs
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not full_matrix"
 
@@ -197,6 +197,11 @@ bench-stacks: install
 	@test -n "$(OLD)" || { echo "make: bench-stacks needs OLD=/path/to/other/.venv/bin/python"; exit 1; }
 	$(BIN)/python bench/stacks.py --old $(OLD) --new $(BIN)/python
 
+# The documentation site (mkdocs.yml) into site/; strict, so a broken link, a missing page or a page
+# left out of the navigation fails (make test builds it).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+
 # Regenerate the committed files that come from the component registry.
 schema: install
 	$(BIN)/dslrun schema --output schemas/pipeline.schema.json
@@ -209,4 +214,4 @@ lint: install
 	$(BIN)/python -m mypy
 
 clean:
-	rm -rf $(VENV) runs data .pytest_cache
+	rm -rf $(VENV) runs data .pytest_cache site
