@@ -435,7 +435,7 @@ def test_former_callback_names_validate_with_a_located_warning_naming_the_new_on
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         f"{path}:{20 + index}:11: warning: callbacks[{2 + index}].type: callback type {old!r} is now called "
-        f"{new!r}; the old name still works, but rename it"
+        f"{new!r}; the old name still works, but `dslrun migrate {path}` rewrites it"
         for index, (old, new) in enumerate(OLD_NAMES.items())
     ]
     assert result.stderr.strip() == "1 file, 0 invalid, 0 errors, 5 warnings"
@@ -465,6 +465,46 @@ def test_a_run_of_former_callback_names_warns_and_builds_the_new_ones(
     result = run("run", str(old_pipeline(tmp_path)))
     assert result.stderr.count("is now called") == 5
     assert result.stderr.splitlines()[-1] == "dslrun: error: engine got checkpoint, progress, " + ", ".join(OLD_NAMES.values())
+
+
+def test_migrate_rewrites_only_the_former_names_and_keeps_the_rest_as_written(tmp_path: Path) -> None:
+    path = old_pipeline(tmp_path)
+    # CRLF line ends, a comment on a renamed line, a quoted and a flow-style former name.
+    original = (path.read_text(encoding="utf-8").replace("  - type: eval_loss\n", '  - type: "eval_loss"   # keep me\n')
+                .replace("  - type: eval_speed\n", "  - {type: eval_speed, priority: 30}\n").replace("\n", "\r\n"))
+    path.write_bytes(original.encode("utf-8"))
+    path.chmod(0o640)
+    before = run("show", str(path)).stdout
+
+    check = run("migrate", "--check", str(path))
+    assert check.exit_code == 1
+    assert check.stdout.splitlines() == [
+        f"{path}:{20 + index}:{12 if old == 'eval_speed' else 11}: would rename callback type {old!r} to {new!r}"
+        for index, (old, new) in enumerate(OLD_NAMES.items())]
+    assert check.stderr.strip() == "1 file to migrate: dslrun migrate rewrites them"
+    assert path.read_bytes() == original.encode("utf-8")
+
+    done = run("migrate", str(tmp_path))  # a directory, as validate takes it
+    assert done.exit_code == 0 and done.stderr.strip() == "1 file migrated", done.output
+    expected = original
+    for old, new in OLD_NAMES.items():
+        expected = expected.replace(f"type: {old}", f"type: {new}").replace(f'type: "{old}"', f'type: "{new}"')
+    assert path.read_bytes() == expected.encode("utf-8") and expected != original
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert run("show", str(path)).stdout == before  # the same pipeline
+    assert run("validate", str(path)).stdout == ""  # no warning left
+    again = run("migrate", "--check", str(path))
+    assert again.exit_code == 0 and again.stderr.strip() == "every file uses the current names"
+
+
+def test_migrate_leaves_a_broken_file_alone_with_a_located_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("version: 1\ncallbacks: [\n", encoding="utf-8")
+    result = run("migrate", str(path), str(tmp_path / "missing.yaml"))
+    assert result.exit_code == 1
+    assert [line.split(": error: ")[0] for line in result.stderr.splitlines()[:2]] == [f"{path}:3:1",
+                                                                                      f"{tmp_path / 'missing.yaml'}:1:1"]
+    assert path.read_text(encoding="utf-8") == "version: 1\ncallbacks: [\n"
 
 
 def test_registry_finds_a_callback_by_its_former_name() -> None:

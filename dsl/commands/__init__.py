@@ -12,7 +12,7 @@ from dsl.commands._common import user_errors
 __all__ = ["COMMANDS", "user_errors"]
 
 # Module names under dsl.commands, in the order `dslrun --help` lists them.
-_MODULES = ("validate", "show", "schema", "list", "run", "launch", "sweep", "eval", "predict", "export", "data", "doctor")
+_MODULES = ("validate", "migrate", "show", "schema", "list", "run", "launch", "sweep", "eval", "predict", "export", "data", "doctor")
 
 
 def COMMANDS() -> list[click.Command]:  # a constant-like accessor

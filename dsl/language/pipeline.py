@@ -40,6 +40,7 @@ def check_pipeline_with_sources(
     """`check_pipeline`, plus where each value was written, for checks that come later (validate --data)."""
     from dsl.language.checks import run_checks
     from dsl.language.defaults import fill_defaults
+    from dsl.language.migrations import rename_former_types
     from dsl.language.resolve import resolve
     from dsl.language.schema_errors import validate_tree
     from dsl.language.sections import load_sections
@@ -66,31 +67,6 @@ def check_pipeline_with_sources(
         return None, _sorted(diagnostics), tree.sources
     return resolved, _sorted(diagnostics), tree.sources
 
-
-def rename_former_types(tree: Any, sources: SourceMap) -> list[Diagnostic]:
-    """Replace each component type written under a former name (`eval_basic`) by its name now.
-
-    Old pipelines keep validating and running; each renamed type is a warning at the place
-    it was written, naming the new name, from `dslrun validate` and from every run alike.
-    """
-    from dsl.language import registry, sections
-
-    if not isinstance(tree, dict):
-        return []
-    warnings = []
-    for key, kind in sections.COMPONENT_SECTIONS.items():
-        value = tree.get(key)
-        found = list(enumerate(value)) if kind == "callback" and isinstance(value, list) else [(None, value)]
-        for index, section in found:
-            former = section.get("type") if isinstance(section, dict) else None
-            current = registry.renamed(kind, former) if isinstance(former, str) else None
-            if current is None or not isinstance(section, dict):
-                continue
-            section["type"] = current
-            path: tuple[str | int, ...] = (key, "type") if index is None else (key, index, "type")
-            message = f"{kind} type {former!r} is now called {current!r}; the old name still works, but rename it"
-            warnings.append(Diagnostic.at(sources.locate(path), path, message, severity="warning"))
-    return warnings
 
 
 def load_pipeline(path: str | Path, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, Any]:
