@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
+.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
 
 install: $(STAMP)
 
@@ -100,6 +100,18 @@ slurm:
 	  fi; \
 	fi
 
+# The documentation site's browser test (tests/test_docs_site.py) opens it in Debian's chromium through
+# chromedriver, installed with apt when root (the test skips, naming them, without).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      chromium chromium-driver >/dev/null; \
+	  else \
+	    echo "make: the docs site's browser test needs chromium (it skips without): sudo apt-get install chromium chromium-driver"; \
+	  fi; \
+	fi
+
 # The PostgreSQL test of sweeps (tests/test_sweep_postgres.py) starts a server of its own, on the test
 # hosts' bridge (a second driver runs inside one of them, see `sshd`): Debian's postgresql, installed
 # with apt when root (the test skips, naming it, without).
@@ -120,7 +132,7 @@ postgres:
 # TEST_WORKERS workers (a worker per core), a module's tests on one worker, the heaviest modules
 # first (tests/conftest.py). The slowest 25 tests are listed at the end.
 TEST_WORKERS ?= auto
-test: install sshd slurm postgres lint docs
+test: install sshd slurm postgres browser lint docs
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not full_matrix"
 
