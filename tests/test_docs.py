@@ -18,8 +18,7 @@ from dsl.language.pipeline import check_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-PAGES = [README, ROOT / "docs" / "getting-started.md", ROOT / "docs" / "distributed.md",
-         *sorted((ROOT / "docs" / "tasks").glob("*.md"))]
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]  # the user-facing pages: every one
 
 
 def code_blocks(path: Path, language: str) -> list[str]:
@@ -36,27 +35,51 @@ def test_every_link_of_the_readme_leads_to_a_file() -> None:
     assert local and [link for link in local if not (ROOT / link).exists()] == []
 
 
-def test_the_readme_pipeline_validates(tmp_path: Path) -> None:
-    """The pipeline the README shows is a real one: it validates next to the shipped files."""
-    (snippet,) = code_blocks(README, "yaml")
-    path = tmp_path / "quickstart.yaml"
-    path.write_text(snippet.replace("extends: cifar10.yaml", f"extends: {ROOT / 'pipelines' / 'cifar10.yaml'}"),
-                    encoding="utf-8")
+
+def yaml_snippets() -> list[tuple[str, str]]:
+    """(page:line, text) of every YAML block of the README and the documentation pages."""
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    found = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"```yaml\n(.*?)```", text, flags=re.S):
+            found.append((f"{page.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 2}", match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize("where, snippet", yaml_snippets(), ids=[where for where, _ in yaml_snippets()])
+def test_every_pipeline_snippet_of_the_docs_validates(where: str, snippet: str, tmp_path: Path) -> None:
+    """A whole pipeline validates as written (its `extends` found among the shipped ones); a
+    fragment (a section or two) validates merged over the quick start, as a user would use it."""
+    pipelines = ROOT / "pipelines"
+    if re.search(r"^(version|extends):", snippet, flags=re.M):
+        text = re.sub(r"^extends: (\S+)", lambda m: f"extends: {pipelines / m.group(1)}", snippet, flags=re.M)
+    else:
+        text = f"extends: {pipelines / 'quickstart.yaml'}\n{snippet}"
+    path = tmp_path / "snippet.yaml"
+    path.write_text(text, encoding="utf-8")
     resolved, diagnostics = check_pipeline(path)
-    assert resolved is not None and diagnostics == [], [d.format_text() for d in diagnostics]
+    errors = [d.format_text() for d in diagnostics if d.severity == "error"]
+    assert resolved is not None and errors == [], f"{where}: {errors}"
 
 
 def shown_commands() -> list[tuple[str, list[str]]]:
-    """(page, words) of every `dslrun ...` line in the shell blocks of the user-facing pages."""
+    """(page, words) of every `dslrun ...` command in the shell blocks of the README and the docs."""
     found = []
     for page in PAGES:
         for block in code_blocks(page, "sh"):
-            for line in block.splitlines():
-                words = shlex.split(line.split("#", 1)[0].replace("|", " "))
+            pending = ""
+            for line in block.replace("\\\n", " ").splitlines():  # continued lines joined
+                pending += line.replace("|", " ") + "\n"
+                try:
+                    words = shlex.split(pending, comments=True)
+                except ValueError:
+                    continue  # a quoted value that goes on over the next line
+                pending = ""
                 while words and words[0] != "dslrun":
                     words.pop(0)  # a launcher in front (horovodrun -np 4, DATA_DIR=... )
                 if words:
-                    found.append((page.name, words[1:]))
+                    found.append((str(page.relative_to(ROOT)), words[1:]))
     return found
 
 
