@@ -222,7 +222,7 @@ schema: install
 # ruff on everything; mypy strict on all of dsl/ and backends/ (configured in pyproject.toml): the
 # components' builders are typed against the contracts of dsl/engine/contracts.py.
 lint: install
-	$(BIN)/python -m ruff check dsl backends tests bench
+	$(BIN)/python -m ruff check dsl backends tests bench examples
 	$(BIN)/python -m mypy
 
 clean:
