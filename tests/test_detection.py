@@ -236,8 +236,14 @@ def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, t
     image = boxes / "eval" / "images" / "00000.png"
     result = run_cli(boxes, "predict", str(PIPELINE), str(image), "--out", str(tmp_path), "--overlay", *sets(trained))
     record = json.loads(result.stdout.splitlines()[-1])
-    assert record["image"] == str(image) and record["size"] == [64, 64] and record["detections"]
-    best = record["detections"][0]
+    # A display threshold (0.5 unless --threshold says): the model keeps every box above
+    # modeler.score_threshold (0.05, for mAP), too many to read on a 64-pixel image.
+    assert record["image"] == str(image) and record["size"] == [64, 64] and record["threshold"] == 0.5
+    assert all(d["score"] >= 0.5 for d in record["detections"])
+    everything = json.loads(run_cli(boxes, "predict", str(PIPELINE), str(image), "--threshold", "0",
+                                    *sets(trained)).stdout.splitlines()[-1])
+    assert everything["threshold"] == 0.0 and len(everything["detections"]) > len(record["detections"])
+    best = everything["detections"][0]
     assert best["class"] in ("disc", "square", "triangle") and 0 < best["score"] <= 1
     assert all(0 <= v <= 64 for v in best["box"]) and best["box"][0] < best["box"][2]
     assert Image.open(record["overlay"]).size == (64, 64)

@@ -97,6 +97,6 @@ def test_every_command_the_docs_show_exists_with_its_options(page: str, words: l
             rest = rest[1:]
         assert sub is not None, f"{page}: dslrun {' '.join(words)}"
         command = sub
-    known = {opt for param in command.params for opt in [*param.opts, *param.secondary_opts]} | {"--help", "-h"}
+    known = {opt for param in command.get_params(context) for opt in [*param.opts, *param.secondary_opts]}
     used = {word.split("=", 1)[0] for word in rest if word.startswith("-") and word != "-"}
     assert used <= known, f"{page}: dslrun {' '.join(words)}: {sorted(used - known)} are not options of it"

@@ -150,6 +150,20 @@ def test_predict_is_quiet_and_agrees_with_the_bytes_signature(trained: Path, exp
     assert [p["class"] for p in predicted] == from_bytes["classes"].numpy().tolist()
 
 
+def test_predict_takes_only_the_options_of_the_pipelines_modeler(trained: Path, tmp_path: Path) -> None:
+    """`--top` is the classifier's; a detector's `--threshold` or a segmentation's `--color` is refused,
+    naming the modelers that take it, before anything is read."""
+    image = images(trained)[0]
+    for option, value, takers in (("--threshold", "0.3", "object_detection"), ("--color", None, "image_segmentation")):
+        result = invoke("predict", str(trained), str(image), option, *([value] if value else []))
+        assert result.exit_code == 1
+        assert result.stderr.splitlines() == [
+            f"dslrun: error: {option} is an option of the {takers} modeler's predictions; this pipeline's modeler "
+            "is image_classification"]
+    top = invoke("predict", str(trained), str(image), "--top", "1")
+    assert top.exit_code == 0 and len(json.loads(top.stdout.splitlines()[-1])["top"]) == 1
+
+
 def test_predict_names_a_missing_or_broken_image_in_one_line(trained: Path, tmp_path: Path) -> None:
     missing, broken = tmp_path / "nope.png", tmp_path / "broken.png"
     broken.write_text("not an image")

@@ -9,30 +9,27 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from dsl.commands._common import CHECKPOINT_HELP, echo_err, pipeline_or_exit, set_option, user_errors
+from dsl.commands._predict_options import PredictCommand, for_modeler
 from dsl.language.resolved import Pipeline
 
 
-@click.command("predict")
+@click.command("predict", cls=PredictCommand)
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @click.argument("inputs", metavar="INPUT...", nargs=-1)
 @click.option("--text", "texts", metavar="TEXT", multiple=True,
               help="A text to classify (text pipelines; repeat for several).")
 @set_option
 @click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
-@click.option("--top", type=click.IntRange(min=1), default=None, help="Only the N most probable classes.")
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
-              help="Directory for the files a prediction writes (a modeler that predicts masks writes PNGs); default: the run directory's predictions/.")
-@click.option("--overlay", is_flag=True, help="A modeler that predicts masks: also write each image with its mask blended over it.")
-@click.option("--color", is_flag=True,
-              help="A modeler that predicts masks: also write each mask in colour (<name>_color.png, one colour per class) for people; "
-              "the mask PNG itself stays class indices.")
+              help="Directory for the files a prediction writes (masks, overlays); default: the run directory's predictions/.")
 @user_errors
 def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], overrides: tuple[str, ...],
-            checkpoint: str | None, top: int | None, out: str | None, overlay: bool, color: bool = False) -> None:
+            checkpoint: str | None, out: str | None, **modeler_options: Any) -> None:
     """Predict each INPUT (an image file; a text file of one input per line) with FILE's trained model.
 
     Every INPUT is checked before any prediction: each missing or broken file is one line,
@@ -43,6 +40,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
     if not inputs and not texts:
         raise DslError("name at least one INPUT file (or --text TEXT for a text pipeline)")
     pipeline = pipeline_or_exit(path, overrides)
+    options = for_modeler(pipeline.modeler.type, modeler_options, click.get_current_context())
     _check_inputs(inputs, pipeline)
     from dsl.commands._training import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
 
@@ -59,7 +57,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
             echo_err(f"dslrun: error: {line}")
         sys.exit(1)
     predict = make_predict_call(runner.model, runner.modeler, eval_preprocess(runner.augmenter))
-    options = {"top": top, "out": out or str(runner.model_dir / "predictions"), "overlay": overlay, "color": color}
+    options = {**options, "out": out or str(runner.model_dir / "predictions")}
     for source, features in examples:
         result = predict(tf.nest.map_structure(lambda tensor: tf.expand_dims(tensor, 0), features))
         numbers = {name: value.numpy() for name, value in result.items()}

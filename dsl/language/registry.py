@@ -95,6 +95,7 @@ class Component:
     checks: tuple[Callable[..., Any], ...] = ()
     build_checks: tuple[Callable[..., Any], ...] = ()
     start_checks: tuple[Callable[..., Any], ...] = ()
+    predict_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -138,6 +139,7 @@ def register(
     checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     build_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     start_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
+    predict_options: dict[str, dict[str, Any]] | None = None,
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -169,7 +171,11 @@ def register(
     (`check(pipeline, sources, model) -> [Diagnostic]`: a checkpoint matched with it by name), run
     by `dslrun validate --build`; `start_checks` what only the machine that runs can tell, just
     before the run (`check(pipeline, sources) -> [Diagnostic]`: a tracking server that must answer,
-    asked with a short timeout), run by `dslrun run` before anything is built. `extra` is merged into the component's schema (e.g.
+    asked with a short timeout), run by `dslrun run` before anything is built. `predict_options`
+    (modelers) are the options of `dslrun predict` that shape this modeler's records, by name:
+    `{"threshold": {"type": "number", "default": 0.5, "minimum": 0, "maximum": 1, "help": ...}}`
+    (`"type": "flag"` for a switch); the command offers each, and refuses one the pipeline's
+    modeler does not declare. `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -214,6 +220,7 @@ def register(
             checks=tuple(checks),
             build_checks=tuple(build_checks),
             start_checks=tuple(start_checks),
+            predict_options=dict(predict_options or {}),
         )
         return builder
 

@@ -199,5 +199,8 @@ def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
 
 # What every classifier's registration says: `@register(kind, name, batch=...,
 # description=..., **CLASSIFIER)` on a builder of ClassificationModeler declares one for a task's batch (dsl/tasks/image_classification/modeler.py).
-CLASSIFIER: dict[str, Any] = {"rules": [checked(check_patterns)], "params": PARAMS, "outputs": outputs,
-                              "checks": [check_top_k]}
+CLASSIFIER: dict[str, Any] = {
+    "rules": [checked(check_patterns)], "params": PARAMS, "outputs": outputs, "checks": [check_top_k],
+    "predict_options": {"top": {"type": "integer", "minimum": 1, "default": None,
+                                "help": "Only the N most probable classes in each record"}},
+}

@@ -73,6 +73,11 @@ def iou_names(num_classes: int, class_names: Any) -> list[str]:
     description="Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU.",
     outputs=outputs,
     batch=("image", "mask"),
+    predict_options={
+        "overlay": {"type": "flag", "help": "Also write each image with its prediction drawn over it, under --out"},
+        "color": {"type": "flag", "help": "Also write each mask in colour (<name>_color.png, one colour per class) for "
+                                          "people; the mask PNG itself stays class indices"},
+    },
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""

@@ -23,13 +23,16 @@ def box_record(source: dict[str, Any], predictions: dict[str, Any], features: np
     boxes = np.asarray(predictions["detection_boxes"])[0][:count]
     scores = np.asarray(predictions["detection_scores"])[0][:count]
     classes = np.asarray(predictions["detection_classes"])[0][:count]
+    threshold = float(options.get("threshold") or 0.0)
     detections = []
     for box, score, label in zip(boxes, scores, classes):
+        if float(score) < threshold:
+            continue  # below what a reader asked to see (`dslrun predict --threshold`)
         y0, x0, y1, x1 = (float(v) for v in box)
         name = class_names[int(label)] if class_names and int(label) < len(class_names) else str(int(label))
         detections.append({"class": name, "label": int(label), "score": round(float(score), 6),
                            "box": [round(x0 * width, 2), round(y0 * height, 2), round(x1 * width, 2), round(y1 * height, 2)]})
-    record: dict[str, Any] = {**source, "size": [height, width], "detections": detections}
+    record: dict[str, Any] = {**source, "size": [height, width], "threshold": threshold, "detections": detections}
     if options.get("overlay"):
         record["overlay"] = _overlay(picture, detections, source, options)
     return record

@@ -88,6 +88,12 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     description="Single-stage detection: IoU anchor matching, focal + smooth-L1/GIoU loss, NMS, COCO mAP.",
     outputs=outputs,
     batch=("image", "boxes"),
+    predict_options={
+        "overlay": {"type": "flag", "help": "Also write each image with its prediction drawn over it, under --out"},
+        "threshold": {"type": "number", "minimum": 0.0, "maximum": 1.0, "default": 0.5,
+                      "help": "Only the detections scoring at least this in each record and drawing (the model keeps "
+                              "every one above modeler.score_threshold, which mAP needs)"},
+    },
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
     """The modeler for the resolved `modeler` section."""
