@@ -212,7 +212,9 @@ def test_the_sweep_is_a_parent_mlflow_run_and_the_resumed_trial_continues_its_ch
     assert json.loads((trial / "mlflow.json").read_text())["run_id"] == child.info.run_id
     steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/accuracy")]
     assert steps[-1] == 8 and set(steps) <= {4, 8}, steps  # epoch 2's val phase logged by the resumed run
-    assert client.get_metric_history(child.info.run_id, "train/loss")
+    # Step values every 2 steps under train/loss, the train phase's means apart: no zig-zag of two kinds.
+    assert {m.step for m in client.get_metric_history(child.info.run_id, "train/loss")} == {2, 4, 6, 8}
+    assert {m.step for m in client.get_metric_history(child.info.run_id, "train_epoch/loss")} <= {4, 8}
     artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
     assert {"pipeline.yaml", "best"} <= artifacts, artifacts
 

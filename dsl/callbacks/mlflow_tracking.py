@@ -3,8 +3,8 @@
 Rank 0 logs, once per run directory: the MLflow run's id is kept in `<model_dir>/mlflow.json`,
 so a resumed run continues the same MLflow run instead of starting a second one. The resolved
 pipeline is logged as parameters (flattened dotted keys, as `--set` writes them) and as the
-artifact `pipeline.yaml`; the train outputs every `every_n_iters` steps and every phase's
-outputs at its end, keyed `<phase>/<output>` as monitors name them; `best/` (checkpoint.save_best)
+artifact `pipeline.yaml`; the train outputs every `every_n_iters` steps (`train/loss`) and every
+phase's outputs at its end (`val/accuracy`, and a train phase's means as `train_epoch/loss`); `best/` (checkpoint.save_best)
 and the last checkpoint's state file at the end. A trial of `dslrun sweep` is a child run of
 the sweep's run (`DSLRUN_MLFLOW_PARENT_RUN_ID`, set by the sweep).
 
@@ -172,7 +172,10 @@ class MlflowTracking(Callback):
             self._tracked(runner, self._log_metrics, self.run_id, values, runner.step)
 
     def after_epoch(self, runner: Any) -> None:
-        self.unsent.append(({f"{runner.mode}/{k}": v for k, v in runner.phase_outputs.items()}, runner.step))
+        # A train phase's means go under train_epoch/: under train/ they would interleave with the
+        # step values of the same name, one curve zig-zagging between two kinds of value.
+        phase = "train_epoch" if runner.mode == "train" else runner.mode
+        self.unsent.append(({f"{phase}/{k}": v for k, v in runner.phase_outputs.items()}, runner.step))
         self._send_phases(runner)
 
     def _send_phases(self, runner: Any) -> None:
