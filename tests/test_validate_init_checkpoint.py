@@ -109,3 +109,35 @@ def test_validate_build_matches_the_checkpoint_with_the_built_network(tmp_path: 
     assert result.returncode == 1, result.stdout + result.stderr
     assert len(errors) == 1 and errors[0].startswith(f"{pipeline}:11:11: error: callbacks[0].path: "), errors
     assert "init_checkpoint" in errors[0] and "Traceback" not in result.stderr
+
+
+BASE = """\
+version: 1
+inputter: {{type: synthetic, num_examples: {{train: 16, val: 8}}, image_shape: [8, 8, 3], batch_size: 8}}
+network: {{type: mlp, hidden_units: [8]}}
+modeler: {{type: image_classification}}
+callbacks: [{{type: checkpoint}}]
+runner: {{model_dir: {run}, max_iters: 1}}
+"""
+
+
+@pytest.mark.slow
+def test_a_trainable_entry_that_matches_nothing_is_an_error_even_beside_one_that_matches(tmp_path: Path) -> None:
+    """`trainable: [head, hiden_2]`: the head matches, the misspelt layer would silently stay frozen.
+    validate --build says so at the line, and so does the run, before anything trains."""
+    base = tmp_path / "base.yaml"
+    base.write_text(BASE.format(run=tmp_path / "base"))
+    assert CliRunner().invoke(main, ["run", str(base)], catch_exceptions=False).exit_code == 0
+    tuned = tmp_path / "tuned.yaml"
+    tuned.write_text(f"extends: {base}\nrunner: {{model_dir: {tmp_path / 'tuned'}}}\ncallbacks:\n"
+                     f"  - type: init_checkpoint\n    path: {tmp_path / 'base'}\n    reset_head: true\n"
+                     "    trainable: [head, hiden_2]\n")
+    built = CliRunner().invoke(main, ["validate", "--build", str(tuned)], catch_exceptions=False)
+    errors = [line for line in built.output.splitlines() if ": error: " in line]
+    assert built.exit_code == 1 and errors == [
+        f"{tuned}:7:16: error: callbacks[0].trainable: init_checkpoint.trainable: ['hiden_2'] matches no variable "
+        "of the model, so it trains nothing; write `head` or `backbone`, or a regular expression of variable names "
+        "(the head's layers: logits; `dslrun show --variables` lists every name)"], built.output
+    run = CliRunner().invoke(main, ["run", str(tuned)], catch_exceptions=False)
+    assert run.exit_code == 1 and "['hiden_2'] matches no variable of the model" in run.output
+    assert not (tmp_path / "tuned" / "checkpoints").exists()

@@ -37,16 +37,28 @@ def leaf_layers(model: tf.keras.Model) -> list[tf.keras.layers.Layer]:
     return [layer for layer in layers if not any(_is_layer(m) for m in layer.submodules)]
 
 
+def unmatched_trainable(model: tf.keras.Model, patterns: Sequence[Matcher]) -> str | None:
+    """Why `trainable` cannot be what was meant, or None: an entry that matches no variable (a
+    misspelt layer would stay frozen while the others train, and nothing would say so)."""
+    from dsl.networks import head_layer_names
+
+    names = [variable_name(v) for v in model.weights]
+    unused = [p.pattern for p in patterns if not any(p.search(name) for name in names)]
+    if not unused:
+        return None
+    head = ", ".join(head_layer_names(model)) or "none declared"
+    return (f"init_checkpoint.trainable: {unused} match{'es' if len(unused) == 1 else ''} no variable of the model, so "
+            f"{'it trains' if len(unused) == 1 else 'they train'} nothing; write `head` or `backbone`, or a regular "
+            f"expression of variable names (the head's layers: {head}; `dslrun show --variables` lists every name)")
+
+
 def freeze_unmatched(model: tf.keras.Model, patterns: Sequence[Matcher]) -> list[str]:
     """Freeze every leaf layer none of whose variables matches `patterns`; the frozen layers' names."""
+    problem = unmatched_trainable(model, patterns)
+    if problem:
+        raise DslError(problem)
     leaves = [layer for layer in leaf_layers(model) if layer.weights]
     keep = [layer for layer in leaves if any(p.search(variable_name(v)) for v in layer.weights for p in patterns)]
-    if not keep:
-        examples = ", ".join(variable_name(v) for v in model.weights[:4])
-        raise DslError(
-            f"init_checkpoint.trainable {[p.pattern for p in patterns]} matches no variable of the model, "
-            f"so nothing would train; variable names look like: {examples}"
-        )
     frozen = [layer for layer in leaves if layer not in keep]
     _freeze(model, frozen)
     return [layer.name for layer in frozen]

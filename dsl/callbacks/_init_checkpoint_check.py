@@ -170,7 +170,25 @@ def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any
             check_restore(model, callback)
         except DslError as exc:
             found.append(Diagnostic.at(sources.locate(where), where, str(exc)))
+        problem = trainable_problem(model, callback)
+        if problem:
+            at: JsonPath = ("callbacks", index, "trainable")
+            found.append(Diagnostic.at(sources.locate(at), at, problem))
     return found
+
+
+def trainable_problem(model: Any, callback: dict[str, Any]) -> str | None:
+    """An init_checkpoint's `trainable` entry that matches none of the built model's variables."""
+    if not callback.get("trainable"):
+        return None
+    from dsl.callbacks._freeze import unmatched_trainable
+    from dsl.callbacks._restore_plan import selectors
+    from dsl.language.errors import DslError
+
+    try:
+        return unmatched_trainable(model, selectors(model, list(callback["trainable"]), "init_checkpoint.trainable"))
+    except DslError as exc:  # `head` with a network that declares none
+        return str(exc)
 
 
 def check_restore(model: Any, callback: dict[str, Any]) -> None:
