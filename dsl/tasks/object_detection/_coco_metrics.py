@@ -145,13 +145,16 @@ class CocoView(tf.keras.metrics.Metric):
         return
 
 
-def detection_metrics(anchors: Any, params: dict[str, Any], num_classes: int,
-                      image_shape: tuple[int, ...]) -> dict[str, tf.keras.metrics.Metric]:
-    """{'map', 'map_50', 'map_75', 'ap_0' .. 'ap_<K-1>'}, updated with (targets, outputs); `map` first."""
+def detection_metrics(anchors: Any, params: dict[str, Any], num_classes: int, image_shape: tuple[int, ...],
+                      class_names: list[str] | None = None) -> dict[str, tf.keras.metrics.Metric]:
+    """{'map', 'map_50', 'map_75', 'ap_<class>' per class}, updated with (targets, outputs); `map`
+    first. `<class>` is the class's name when the data names its classes, else its index."""
+    from dsl.modelers.class_keys import class_keys
+
     owner = CocoMap(anchors, params, num_classes, image_shape)
     metrics: dict[str, tf.keras.metrics.Metric] = {"map": owner}
     metrics["map_50"] = CocoView(owner, 1, "map_50")
     metrics["map_75"] = CocoView(owner, 2, "map_75")
-    for k in range(num_classes):
-        metrics[f"ap_{k}"] = CocoView(owner, 3 + k, f"ap_{k}")
+    for k, key in enumerate(class_keys(num_classes, class_names)):
+        metrics[f"ap_{key}"] = CocoView(owner, 3 + k, f"ap_{key}")
     return metrics

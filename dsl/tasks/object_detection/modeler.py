@@ -74,9 +74,13 @@ METRICS = ["map", "map_50", "map_75"]
 
 
 def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> dict[str, list[str]]:
-    """What each phase reports, for `dslrun validate`: the losses; val adds map, map_50, map_75 and `ap_<k>`."""
-    classes = ((pipeline or {}).get("inputter") or {}).get("num_classes")
-    per_class = [f"ap_{k}" for k in range(classes)] if isinstance(classes, int) else []
+    """What each phase reports, for `dslrun validate`: the losses; val adds map, map_50, map_75 and
+    `ap_<class>`, named by the inputter's `classes` (else `ap_<k>`), as classification names its table."""
+    from dsl.modelers.class_keys import class_keys
+
+    inputter = (pipeline or {}).get("inputter") or {}
+    classes = inputter.get("num_classes")
+    per_class = [f"ap_{key}" for key in class_keys(classes, inputter.get("classes"))] if isinstance(classes, int) else []
     terms = ["class_loss", "box_loss", *(["l2_loss"] if params.get("weight_decay") else [])]
     return {"train": ["loss", *terms, "learning_rate"], "val": ["loss", *terms, *METRICS, *per_class]}
 
@@ -161,7 +165,8 @@ class ObjectDetectionModeler(BaseModeler):
             raise DslError("the object_detection modeler scores COCO mAP with pycocotools, which is not installed; "
                            "pip install 'dslrun[train]' (or pycocotools)") from None
 
-        return detection_metrics(self.anchors, self.params, self.num_classes, self.image_shape)
+        return detection_metrics(self.anchors, self.params, self.num_classes, self.image_shape,
+                                 getattr(self.context, "class_names", None))
 
     def predictions(self, outputs: Any) -> dict[str, Any]:
         """`detection_boxes` (B, N, 4) normalised [y_min, x_min, y_max, x_max], `detection_scores` (B, N),
