@@ -251,7 +251,9 @@ def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, t
 
 @pytest.mark.slow
 def test_export_serves_detections_from_pixels_and_from_png_bytes(boxes: Path, trained: Path, tmp_path: Path) -> None:
-    run_cli(boxes, "export", str(PIPELINE), "--out", str(tmp_path / "saved"), *sets(trained))
+    printed = run_cli(boxes, "export", str(PIPELINE), "--out", str(tmp_path / "saved"), *sets(trained)).stdout
+    # The signature says what its shapes do not: the order and scale of a box's numbers.
+    assert "detection_boxes: float32 [batch, 20, 4] (normalised [y_min, x_min, y_max, x_max] of the input image" in printed
     served = tf.saved_model.load(str(tmp_path / "saved"))
     files = sorted((boxes / "eval" / "images").glob("*.png"))[:3]
     pixels = tf.stack([tf.io.decode_png(path.read_bytes(), 3) for path in files])

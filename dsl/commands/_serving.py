@@ -82,7 +82,8 @@ def export_saved_model(runner: Any, out: str | Path) -> list[Signature]:
         _replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return [Signature(name, serving_input.description, _outputs(function))
+    notes = getattr(runner.modeler, "serving_notes", {})  # what a shape alone does not say (a box's order)
+    return [Signature(name, serving_input.description, _outputs(function, notes))
             for (name, function), serving_input in zip(module.functions.items(), inputs)]
 
 
@@ -97,9 +98,10 @@ def _replace(staging: Path, target: Path) -> None:
     shutil.rmtree(retired, ignore_errors=True)
 
 
-def _outputs(function: Any) -> str:
+def _outputs(function: Any, notes: dict[str, str]) -> str:
     structured = function.get_concrete_function().structured_outputs
-    return ", ".join(f"{name}: {tensor.dtype.name} {_shape(tensor.shape)}" for name, tensor in sorted(structured.items()))
+    return ", ".join(f"{name}: {tensor.dtype.name} {_shape(tensor.shape)}" + (f" ({notes[name]})" if name in notes else "")
+                     for name, tensor in sorted(structured.items()))
 
 
 def _shape(shape: tf.TensorShape) -> str:

@@ -112,6 +112,13 @@ class ObjectDetectionModeler(BaseModeler):
         context: the BuildContext (`image_shape`, `num_classes`, `class_names`, the network's `anchors`).
     """
 
+    # What `dslrun export` prints beside the outputs' shapes: what a client must know to read them.
+    serving_notes = {
+        "detection_boxes": "normalised [y_min, x_min, y_max, x_max] of the input image, in [0, 1]",
+        "detection_classes": "class indices from 0, as inputter.classes orders them",
+        "detection_scores": "the best first; rows past num_detections are padding",
+    }
+
     PARAMS = PARAMS
 
     def __init__(self, params: dict[str, Any], context: BuildContext) -> None:
