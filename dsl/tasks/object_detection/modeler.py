@@ -23,7 +23,7 @@ class, by pycocotools over every rank's detections gathered (exact, not averaged
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from dsl.engine.contracts import Modeler
 from dsl.language.context import BuildContext
@@ -113,7 +113,7 @@ class ObjectDetectionModeler(BaseModeler):
     """
 
     # What `dslrun export` prints beside the outputs' shapes: what a client must know to read them.
-    serving_notes = {
+    serving_notes: ClassVar[dict[str, str]] = {
         "detection_boxes": "normalised [y_min, x_min, y_max, x_max] of the input image, in [0, 1]",
         "detection_classes": "class indices from 0, as inputter.classes orders them",
         "detection_scores": "the best first; rows past num_detections are padding",
