@@ -128,11 +128,12 @@ def test_no_resume_sets_aside_metrics_and_best_and_a_changed_finished_run_says_s
     assert "warning: the pipeline differs from the one stored in" in result.stderr and "--no-resume" in result.stderr
 
     result = dslrun(str(pipeline), "--no-resume")
-    assert "moved the old best, metrics to" in result.stderr, result.stderr
+    assert "moved the old best, metrics, tensorboard to" in result.stderr, result.stderr
     steps = [r["step"] for r in records(run)]
     assert steps == sorted(steps) and steps[0] == 4  # a fresh file, not appended to the old one
     assert len(list(run.glob("metrics.old-*.jsonl"))) == 1 and len(list(run.glob("best.old-*"))) == 1
-    assert len(list(run.glob("checkpoints.old-*"))) == 1
+    assert len(list(run.glob("checkpoints.old-*"))) == 1 and len(list(run.glob("tensorboard.old-*/val"))) == 1
+    assert list((run / "tensorboard" / "val").iterdir())  # the new run's events, on their own
 
 
 def test_show_variables_names_each_variable_with_its_shape_and_group(setup):

@@ -85,8 +85,9 @@ class Checkpoints:
         return listed[::-1], False
 
     def _set_aside_old(self) -> None:
-        """--no-resume: keep the old run's checkpoints, best model and metrics (renamed with the
-        same time stamp) instead of mixing the new run into them or deleting them."""
+        """--no-resume: keep the old run's checkpoints, best model, metrics and TensorBoard events
+        (renamed with the same time stamp) instead of mixing the new run into them (two runs'
+        curves drawn over each other) or deleting them."""
         directory = self.directory
         if not self.placement.is_chief:
             return
@@ -104,7 +105,7 @@ class Checkpoints:
     def _old_results(self) -> list[Path]:
         """What a former run left beside its checkpoints that a new run would mix into or replace."""
         model_dir = self.directory.parent
-        paths = [model_dir / "best", model_dir / "metrics.jsonl", model_dir / "metrics.csv"]
+        paths = [model_dir / "best", model_dir / "metrics.jsonl", model_dir / "metrics.csv", model_dir / "tensorboard"]
         return [path for path in paths if path.exists()]
 
     def restore_newest_usable(self, candidates: list[str], explicit: bool, weights_only: bool, option: str) -> str | None:
