@@ -140,4 +140,4 @@ def test_a_trainable_entry_that_matches_nothing_is_an_error_even_beside_one_that
         "(the head's layers: logits; `dslrun show --variables` lists every name)"], built.output
     run = CliRunner().invoke(main, ["run", str(tuned)], catch_exceptions=False)
     assert run.exit_code == 1 and "['hiden_2'] matches no variable of the model" in run.output
-    assert not (tmp_path / "tuned" / "checkpoints").exists()
+    assert not (tmp_path / "tuned").exists()  # refused at its start: no run directory left behind

@@ -107,8 +107,7 @@ class MetricsFile:
 
     def __init__(self, model_dir: Path, fmt: str = "jsonl") -> None:
         self.format = fmt
-        self.path = model_dir / f"metrics.{fmt}"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = model_dir / f"metrics.{fmt}"  # its folder is made by the first record, not before
         self._repaired = False
 
     def write(self, record: dict[str, Any]) -> None:
@@ -128,6 +127,7 @@ class MetricsFile:
         would each keep only their own new row. The lock is on a separate file because the
         CSV file itself is replaced by each write; the kernel drops it if the holder dies.
         """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.parent / ".metrics.lock", "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:

@@ -210,7 +210,8 @@ class Runner:
         """Train through the workflow; returns the process exit status.
 
         A run already at its end (the same command run again) writes nothing and exits 0.
-        `on_start` is called once training will happen (the run command stores pipeline.yaml then).
+        `on_start` is called once training will happen, after the callbacks' `before_run` (the run
+        command stores pipeline.yaml then: a run refused at its start leaves no run directory).
         """
         other_work = self.backend.run_task(self)
         if other_work is not None:
@@ -226,9 +227,9 @@ class Runner:
                 self.notice(f"resumed from {self.restored_from} at step {self.step} (epoch {self.epoch})")
             if self.placement.is_chief:
                 clear_done(self.model_dir)
+            self._call("before_run")
             if on_start is not None:
                 on_start()
-            self._call("before_run")
             self.backend.run_training(self, self._train_workflow)
             if self.placement.is_chief and not self.stop.signal and not self.stop.failed:
                 mark_done(self.model_dir, self.step, self.checkpoints.latest)
