@@ -154,6 +154,31 @@ def test_gathered_map_of_two_ranks_is_that_of_one_process() -> None:
     assert float(ranks[0]["map"].result()) == pytest.approx(coco_stats(records[:7], 2, (64, 64))[0])
 
 
+def test_the_coco_evaluation_runs_as_plain_python_inside_a_compiled_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The val step reads mAP in a tf.function, whose AutoGraph used to convert pycocotools'
+    evaluation (called from a lambda) and run it as converted code: the val phase took 30 times
+    a train step. The evaluation must be reached through plain Python only."""
+    import inspect
+
+    from dsl.tasks.object_detection import _coco_metrics
+
+    converted = []  # per evaluation, the frames of AutoGraph's generated code on the way to it
+
+    def spy(records: list[Any], num_classes: int, image_shape: tuple[int, ...]) -> np.ndarray:
+        converted.append([frame.filename for frame in inspect.stack() if "autograph_generated" in frame.filename])
+        return np.zeros(3 + num_classes)
+
+    monkeypatch.setattr(_coco_metrics, "coco_stats", spy)
+    metrics = _coco_metrics.detection_metrics(None, {}, 2, (64, 64))
+
+    @tf.function
+    def results() -> list[tf.Tensor]:
+        return [metric.result() for metric in metrics.values()]
+
+    results()
+    assert converted == [[]]  # once for the owner (the views read its cache), through no converted code
+
+
 # ------------------------------------------------------------------------------ validate
 def validate(tmp_path: Path, boxes: Path, *sets: str) -> subprocess.CompletedProcess:
     args = [arg for setting in sets for arg in ("--set", setting)]

@@ -27,6 +27,11 @@ from dsl.tasks.object_detection._box_coding import detect
 Record = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+# Keras runs a metric's result() through AutoGraph, which converts every Python function a
+# lambda written there calls: pycocotools' evaluation then ran as converted code, each operator
+# dispatched through AutoGraph, 30 times slower than the train step (issue 41). Only methods,
+# passed by reference to numpy_function and marked do_not_convert, run here, and as plain Python.
+@tf.autograph.experimental.do_not_convert
 def coco_stats(records: list[Record], num_classes: int, image_shape: tuple[int, ...]) -> np.ndarray:
     """[mAP, mAP@0.5, mAP@0.75, AP of each class] of `records`; 0 where nothing can be scored."""
     from pycocotools.coco import COCO
@@ -109,7 +114,11 @@ class CocoMap(tf.keras.metrics.Metric):
         return self._local[1]
 
     def result(self) -> tf.Tensor:
-        return tf.numpy_function(lambda: np.float32(self.local_stats()[0]), [], tf.float32, stateful=True)
+        return tf.numpy_function(self._local_value, [], tf.float32, stateful=True)
+
+    @tf.autograph.experimental.do_not_convert
+    def _local_value(self) -> np.float32:
+        return np.float32(self.local_stats()[0])
 
     def reset_state(self) -> None:
         self.records = []
@@ -138,7 +147,11 @@ class CocoView(tf.keras.metrics.Metric):
         return float(self._owner.last[self._index])
 
     def result(self) -> tf.Tensor:
-        return tf.numpy_function(lambda: np.float32(self._owner.local_stats()[self._index]), [], tf.float32, stateful=True)
+        return tf.numpy_function(self._local_value, [], tf.float32, stateful=True)
+
+    @tf.autograph.experimental.do_not_convert
+    def _local_value(self) -> np.float32:
+        return np.float32(self._owner.local_stats()[self._index])
 
     def reset_state(self) -> None:
         """Nothing: the owner resets the records."""
