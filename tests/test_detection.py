@@ -204,6 +204,18 @@ def test_validate_refuses_what_the_pipeline_alone_gets_wrong(tmp_path: Path, box
     assert any(__import__("re").search(match, line) for line in result.stdout.splitlines()), result.stdout
 
 
+def test_validate_data_warns_at_the_anchors_when_the_boxes_match_none(boxes: Path) -> None:
+    """Images fed larger (or smaller) than written scale their boxes, not the anchors: boxes no
+    anchor matches are a warning located at network.anchors, not a clause at the end of a summary."""
+    result = subprocess.run([*DSLRUN, "validate", str(PIPELINE), "--data", "--set", "network.anchors.sizes=[40, 56]",
+                             "--set", "inputter.image_shape=[96, 96, 3]"], capture_output=True, text=True,
+                            env={**ENV, "DATA_DIR": str(boxes)}, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in result.stdout.splitlines() if ": warning: network.anchors: " in line]
+    assert [line.split(": warning: ")[0] for line in warnings] == [f"{PIPELINE}:42:5"] * 2, result.stdout  # train, val
+    assert "match no anchor well at 96x96" in warnings[0] and "smaller than half the smallest anchor, 40 px" in warnings[0]
+
+
 def test_validate_data_sums_up_the_boxes_and_locates_a_bad_row(tmp_path: Path, boxes: Path) -> None:
     result = subprocess.run([*DSLRUN, "validate", str(PIPELINE), "--data"], capture_output=True, text=True,
                             env={**ENV, "DATA_DIR": str(boxes)}, timeout=120)

@@ -61,6 +61,8 @@ def check_data(
         split = component.examples(inputter, mode)
         diagnostics += _check_split(split, report, inputter, sources)
         report.details = split.details(resolved) if split.details is not None else []
+        if split.warnings is not None:
+            diagnostics += [_at_yaml(sources, path, message, "warning") for path, message in split.warnings(resolved)]
         report.steps = steps(report, inputter, replicas, batch)
         reports.append(report)
     train = next((r for r in reports if r.mode == "train"), None)

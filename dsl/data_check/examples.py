@@ -59,3 +59,6 @@ class Split:
     # More of the summary once the items are read, from the resolved pipeline (a detection
     # set's boxes per image and class, their sizes against the anchors).
     details: Callable[[dict[str, Any]], list[str]] | None = None
+    # Warnings once the items are read, each at the pipeline path it is about ((path, message)):
+    # a detection set's boxes that match none of the network's anchors, at network.anchors.
+    warnings: Callable[[dict[str, Any]], list[tuple[tuple[str | int, ...], str]]] | None = None

@@ -63,16 +63,28 @@ class BoxStats:
         from dsl.tasks.object_detection._anchors import anchor_sides
 
         anchors = anchor_sides(pipeline.get("network") or {})
-        if not anchors:
+        return [f"anchors {min(anchors):.0f}-{max(anchors):.0f} px"] if anchors else []
+
+    def anchor_warnings(self, pipeline: dict[str, Any], mode: str) -> list[tuple[tuple[str | int, ...], str]]:
+        """Boxes of the fed image size that no anchor matches well, located at network.anchors
+        (images shrunk by inputter.image_shape shrink their boxes, but not the anchors)."""
+        from dsl.tasks.object_detection._anchors import anchor_sides
+
+        anchors = anchor_sides(pipeline.get("network") or {})
+        if not anchors or not self.sides:
             return []
         low, high = min(anchors), max(anchors)
-        small = sum(1 for side in sides if side < ANCHOR_REACH * low)
-        large = sum(1 for side in sides if side > high / ANCHOR_REACH)
-        text = f"anchors {low:.0f}-{high:.0f} px"
-        if small or large:
-            text += (f": {small} boxes smaller than half the smallest anchor and {large} larger than twice the largest "
-                     "match no anchor well; adjust network.anchors")
-        return [text]
+        small = sum(1 for side in self.sides if side < ANCHOR_REACH * low)
+        large = sum(1 for side in self.sides if side > high / ANCHOR_REACH)
+        if not small and not large:
+            return []
+        ordered = sorted(self.sides)
+        return [(("network", "anchors"), (
+            f"{small + large} of the {len(ordered)} {mode} boxes match no anchor well at {self.height}x{self.width} "
+            f"({small} smaller than half the smallest anchor, {low:.0f} px; {large} larger than twice the largest, "
+            f"{high:.0f} px; IoU under 0.5 with every anchor): the boxes' sides are {ordered[0]:.0f}-{ordered[-1]:.0f} "
+            f"px (median {ordered[len(ordered) // 2]:.0f}); make network.anchors.sizes cover them (the boxes "
+            "scale with inputter.image_shape, the anchors do not)"))]
 
 
 def detection_split(params: dict[str, Any], mode: str, layout: str) -> Split:
@@ -81,6 +93,7 @@ def detection_split(params: dict[str, Any], mode: str, layout: str) -> Split:
     names = class_names_of(params) if params.get("classes") is None or len(params["classes"]) == params["num_classes"] else None
     split = Split(_items(params, mode, layout, stats), source=", ".join(as_list(params[mode])), class_names=names)
     split.details = lambda pipeline: stats.lines(pipeline, names)
+    split.warnings = lambda pipeline: stats.anchor_warnings(pipeline, mode)
     return split
 
 
