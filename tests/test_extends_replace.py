@@ -65,3 +65,28 @@ def test_a_type_changed_by_set_names_the_inherited_key(tmp_path: Path) -> None:
     line = next(line for line in output.splitlines() if "error:" in line)
     assert "parent.yaml:6:" in line and "unknown parameter 'filters' of network type 'mlp'" in line
     assert "inherited from" in line and "--set 'network={type: ...}'" in line
+
+
+def test_append_tag_adds_items_after_the_bases_list(tmp_path: Path) -> None:
+    """`callbacks: !append [...]` adds to the base's callbacks instead of replacing the list, and a
+    mistake in an added item is located in the file that wrote it, at its index in the merged list."""
+    files(tmp_path, "callbacks: [{type: train_basic}, {type: checkpoint}]\n")
+    grandchild = tmp_path / "grandchild.yaml"
+    grandchild.write_text("extends: child.yaml\nname: grandchild\ncallbacks: !append\n  - type: progress\n"
+                          "  - {type: early_stopping, monitor: train/los}\n", encoding="utf-8")
+    code, output = cli("validate", str(grandchild))
+    assert code == 1 and output.splitlines()[0].startswith(f"{grandchild}:5:37: error: callbacks[3].monitor: "), output
+    grandchild.write_text(grandchild.read_text(encoding="utf-8").replace("train/los", "train/loss"), encoding="utf-8")
+    code, shown = cli("show", str(grandchild))
+    assert code == 0, shown
+    assert [c["type"] for c in yaml.safe_load(shown)["callbacks"]] == ["train_basic", "checkpoint", "progress", "early_stopping"]
+
+
+def test_append_tag_without_a_base_list_is_the_list_and_on_a_mapping_an_error(tmp_path: Path) -> None:
+    alone = files(tmp_path, "callbacks: !append [{type: progress}]\n")  # the parent has no callbacks
+    code, shown = cli("show", str(alone))
+    assert code == 0 and [c["type"] for c in yaml.safe_load(shown)["callbacks"]] == ["progress"]
+    wrong = files(tmp_path, "network: !append {type: mlp}\n")
+    code, output = cli("validate", str(wrong))
+    assert code == 1 and f"{wrong}:4:10: error: network: the tag !append applies to a list (its items go after the " \
+                         "base's), not to a mapping" in output

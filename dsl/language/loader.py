@@ -78,11 +78,17 @@ class Document:
 
 
 REPLACE_TAG = "!replace"
+APPEND_TAG = "!append"
 
 
 class Replace(dict):  # type: ignore[type-arg]
     """A mapping tagged `!replace`: `extends` takes it whole instead of merging it into the base's
-    (dsl.language.resolve.merge). The only tag a pipeline may use; it never outlives the merge."""
+    (dsl.language.resolve.merge). One of the two tags a pipeline may use; it never outlives the merge."""
+
+
+class Append(list):  # type: ignore[type-arg]
+    """A list tagged `!append`: `extends` adds its items after the base's list instead of
+    replacing it (a callback added without copying the base's callbacks). It never outlives the merge."""
 
 
 def load_file(path: str | Path, display: str | None = None) -> Document:
@@ -217,6 +223,10 @@ def _kind(value: Any) -> str:
     if value is None:
         return "empty"
     return f"a single value ({value!r})"
+
+
+def _node_kind(node: Node) -> str:
+    return "a list" if isinstance(node, SequenceNode) else "a mapping" if isinstance(node, MappingNode) else "a single value"
 
 
 def _tag_name(tag: str) -> str:
@@ -354,18 +364,23 @@ class _Builder:
             return node.value
 
     def _bad_tag(self, node: Node, path: JsonPath) -> None:
+        if node.tag in (REPLACE_TAG, APPEND_TAG):
+            wanted = "a mapping (its keys replace the base's whole)" if node.tag == REPLACE_TAG else \
+                "a list (its items go after the base's)"
+            self.error(node, path, f"the tag {node.tag} applies to {wanted}, not to {_node_kind(node)}")
+            return
         self.error(
             node,
             path,
             f"the tag {_tag_name(node.tag)} is not allowed; pipelines use plain YAML "
-            "(strings, numbers, booleans, null, lists and mappings)",
+            "(strings, numbers, booleans, null, lists and mappings), and `extends` the tags !replace and !append",
         )
 
     def _sequence(self, node: SequenceNode, path: JsonPath, depth: int) -> list[Any] | None:
-        if node.tag != _CORE + "seq":
+        if node.tag not in (_CORE + "seq", APPEND_TAG):
             self._bad_tag(node, path)
             return None
-        items = []
+        items: list[Any] = Append() if node.tag == APPEND_TAG else []
         for index, child in enumerate(node.value):
             child_path = path + (index,)
             self.sources.set(child_path, Origin(self.loc(child.start_mark)))

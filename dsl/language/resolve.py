@@ -34,7 +34,7 @@ from typing import Any
 
 from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
-from dsl.language.loader import LoadError, Replace, load_file, parse_text
+from dsl.language.loader import Append, LoadError, Replace, load_file, parse_text
 from dsl.language.suggest import did_you_mean
 
 SET_FILE = "<--set>"
@@ -154,7 +154,7 @@ def merge(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], So
     """Deep-merge two located trees; `over` wins. Positions follow the value that was kept."""
     value = _merge_values(base[0], over[0])
     sources = SourceMap(root=over[1].root)
-    _collect_sources(value, (), base[1], over[1], sources)
+    _collect_sources(value, (), base[1], _after_base_items(base[0], over[0], over[1]), sources)
     return value, sources
 
 
@@ -164,7 +164,39 @@ def _merge_values(base: Any, over: Any) -> Any:
         for key, item in over.items():
             out[key] = _merge_values(base[key], item) if key in base else item
         return out
+    if isinstance(over, Append):  # its items after the base's (a base without a list: they are the list)
+        return [*base, *over] if isinstance(base, list) else list(over)
     return over
+
+
+def _appended(base: Any, over: Any, path: JsonPath = ()) -> dict[JsonPath, int]:
+    """Each `!append` list of `over` that lands after a base list: its path -> the base's length."""
+    if isinstance(over, Append):
+        return {path: len(base)} if isinstance(base, list) else {}
+    if isinstance(base, dict) and isinstance(over, dict) and not replaces(base, over):
+        found: dict[JsonPath, int] = {}
+        for key, item in over.items():
+            if key in base:
+                found.update(_appended(base[key], item, path + (key,)))
+        return found
+    return {}
+
+
+def _after_base_items(base: Any, over: Any, sources: SourceMap) -> SourceMap:
+    """`over`'s positions with each appended item moved to its index in the merged list."""
+    shifts = _appended(base, over)
+    if not shifts:
+        return sources
+    moved = SourceMap(root=sources.root)
+    for path, origin in sources.entries.items():
+        for at, offset in shifts.items():
+            if len(path) > len(at) and path[:len(at)] == at and isinstance(path[len(at)], int):
+                index = path[len(at)]
+                assert isinstance(index, int)
+                path = (*at, index + offset, *path[len(at) + 1:])
+                break
+        moved.set(path, origin)
+    return moved
 
 
 def replaces(base: dict[str, Any], over: dict[str, Any]) -> bool:
@@ -176,7 +208,7 @@ def replaces(base: dict[str, Any], over: dict[str, Any]) -> bool:
 
 
 def plain(value: Any) -> Any:
-    """`value` with every `!replace` mapping made a plain dict (they mean nothing after the merge)."""
+    """`value` with every `!replace` mapping and `!append` list made plain (they mean nothing after the merge)."""
     if isinstance(value, dict):
         return {key: plain(item) for key, item in value.items()}
     if isinstance(value, list):
