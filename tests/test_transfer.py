@@ -146,6 +146,21 @@ def test_show_variables_names_each_variable_with_its_shape_and_group(setup):
     assert lines[-1].startswith("simple_cnn: 14 variables") and "head layers: logits" in lines[-1]
 
 
+def test_show_variables_shows_the_plan_an_init_checkpoint_will_apply(setup):
+    """With an init_checkpoint the table is the run's plan: where each variable's first value
+    comes from (restored by name, the head reset for another number of classes) and what trains."""
+    pipeline = finetune(setup, "planned", f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [head]}}")
+    lines = dslrun("show", "--variables", str(pipeline)).stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
+    assert lines[0].split() == ["variable", "shape", "group", "first", "value", "trained"]
+    assert rows["conv_1/kernel"][-3:] == ["backbone", "restored", "no"]  # frozen by trainable: [head]
+    assert rows["logits/kernel"][-4:] == ["head", "reset", "(head)", "yes"] and rows["logits/kernel"][0] == "(8,"
+    assert "first values from" in lines[-1] and str(setup["base_run"]) in lines[-1]
+    not_yet = finetune(setup, "later", f"{{type: init_checkpoint, path: {setup['root'] / 'not_trained_yet'}}}")
+    later = dslrun("show", "--variables", str(not_yet)).stdout.splitlines()
+    assert all(line.split()[-2] == "fresh" for line in later[1:-1]) and "is not written yet" in later[-1]
+
+
 def test_two_phase_fine_tune_unfreezes_after_its_epochs_with_a_slower_backbone(setup):
     callback = (f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [head], unfreeze_after_epochs: 1, "
                 f"backbone_lr_multiplier: 0.1, freeze_batch_norm: true}}")

@@ -2,17 +2,20 @@
 
 One row per variable: its name (`conv_1/kernel`, what `skip` and `trainable` patterns
 search), its shape, its group (`head` or `backbone`, dsl/networks/_groups.py) and whether
-the optimizer trains it (batch-norm moving statistics are not trained). Building the
-network needs the inputter's facts (image shape, classes), so the data is read, and
-TensorFlow is imported: this is the one `show` that does.
+the optimizer trains it (batch-norm moving statistics are not trained). With an
+`init_checkpoint` callback the table is the plan the run will apply at its start: where each
+variable's first value comes from (`restored` from the file, `reset` head, `skipped`, or
+`fresh` when the file lacks it or is not written yet) and which layers `trainable` and
+`freeze_batch_norm` freeze. Building the network needs the inputter's facts (image shape,
+classes), so the data is read, and TensorFlow is imported: this is the one `show` that does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsl.language.resolved import Pipeline
+    from dsl.language.resolved import Component, Pipeline
 
 
 def variables_table(pipeline: Pipeline) -> str:
@@ -26,15 +29,48 @@ def variables_table(pipeline: Pipeline) -> str:
     compiled = compile_pipeline(pipeline, Placement(), configure_tensorflow(pipeline))
     model = compiled.model
     head = head_variable_names(model)
-    rows = [("variable", "shape", "group", "trained")]
+    restoring = pipeline.callbacks_of("init_checkpoint")
+    origins, note = _plan(model, restoring[0]) if restoring else ({}, "")
+    trained = {id(variable) for variable in model.trainable_weights}  # what the optimizer gets (frozen layers' are out)
+    rows = [("variable", "shape", "group", *(["first value"] if restoring else []), "trained")]
     for variable in model.weights:
         name = variable.name.rsplit(":", 1)[0]
         rows.append((name, str(tuple(variable.shape)), "head" if name in head else "backbone",
-                     "yes" if variable.trainable else "no"))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
+                     *([origins.get(name, "fresh")] if restoring else []), "yes" if id(variable) in trained else "no"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     count = sum(int(v.shape.num_elements() or 0) for v in model.weights)
     lines.append(f"{pipeline.network.type}: {len(rows) - 1} variables, {count:,} values; "
                  f"head layers: {', '.join(head_layer_names(model))} (init_checkpoint's skip/trainable accept "
-                 f"head and backbone)")
+                 f"head and backbone)" + (f"; {note}" if note else ""))
     return "\n".join(lines) + "\n"
+
+
+def _plan(model: Any, callback: Component) -> tuple[dict[str, str], str]:
+    """Apply to `model` what init_checkpoint does at the run's start (freezing) and say where each
+    variable's value comes from, by name; a checkpoint that does not fit is the run's error."""
+    from pathlib import Path
+
+    from dsl.callbacks._freeze import freeze_batch_norm, freeze_unmatched
+    from dsl.callbacks._pretrained import read_stored, resolve
+    from dsl.callbacks._restore_plan import plan_restore, selectors
+
+    params = callback.arguments()
+    origins: dict[str, str] = {}
+    note = ""
+    if Path(params["path"]).exists():
+        path = resolve(params["path"])
+        plan = plan_restore(model, read_stored(model, path), path, params, list(params.get("skip") or []))
+        origins.update({variable.name.rsplit(":", 1)[0]: "restored" for variable, _ in plan.assignments})
+        origins.update(dict.fromkeys(plan.head_reset, "reset (head)"))
+        origins.update(dict.fromkeys(plan.skipped, "skipped"))
+        note = f"first values from {path}"
+    else:
+        note = f"init_checkpoint.path {params['path']} is not written yet: every value is fresh until it is"
+    if params.get("trainable") is not None:
+        freeze_unmatched(model, selectors(model, list(params["trainable"]), "init_checkpoint.trainable"))
+        if params.get("unfreeze_after_epochs") is not None:
+            note += f"; every layer trains after {params['unfreeze_after_epochs']} epochs (unfreeze_after_epochs)"
+    if params.get("freeze_batch_norm"):
+        freeze_batch_norm(model)
+    return origins, note
