@@ -100,3 +100,42 @@ def test_every_command_the_docs_show_exists_with_its_options(page: str, words: l
     known = {opt for param in command.get_params(context) for opt in [*param.opts, *param.secondary_opts]}
     used = {word.split("=", 1)[0] for word in rest if word.startswith("-") and word != "-"}
     assert used <= known, f"{page}: dslrun {' '.join(words)}: {sorted(used - known)} are not options of it"
+
+
+def pins() -> dict[str, str]:
+    """The versions pyproject.toml and the Makefile pin, by package."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    found = {}
+    for requirement in project["optional-dependencies"]["train"]:
+        name, _, version = requirement.split(";")[0].partition("==")
+        if version:
+            found[name.strip()] = version.split()[0].strip()
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for name, variable in (("horovod", "HOROVOD_VERSION"), ("mpi4py", "MPI4PY_VERSION")):
+        match = re.search(rf"^{variable}\s*:=\s*(\S+)", makefile, flags=re.M)
+        assert match, variable
+        found[name] = match.group(1)
+    return found
+
+
+def test_the_stack_the_docs_name_is_the_one_installed() -> None:
+    """The supported-stack table says the versions pyproject and the Makefile pin, and no page
+    says dslrun pins (or requires, or runs on) another TensorFlow: the docs once said 2.15.1 on
+    one page and 2.21 on another."""
+    pinned = pins()
+    stack = (ROOT / "docs" / "stack.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line.split("|")[2] for line in stack.splitlines() if line.startswith("| ")}
+    assert pinned["tensorflow"] in rows["TensorFlow"] and pinned["tf-keras"] in rows["Keras"]
+    assert pinned["horovod"] in rows["Horovod"] and pinned["mpi4py"] in rows["MPI"]
+    claims = []
+    for page in PAGES:
+        if page.name.startswith("benchmarks"):
+            continue  # measurements of other stacks, dated
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"(pins|pinned|requires|runs on|installs)\W+(?:\w+\W+){0,3}?TensorFlow (\d+\.\d+(?:\.\d+)?)",
+                                 text):
+            if not pinned["tensorflow"].startswith(match.group(2)):
+                claims.append(f"{page.relative_to(ROOT)}: {match.group(0)}")
+    assert claims == []

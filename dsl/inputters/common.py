@@ -29,7 +29,11 @@ MODES = ("train", "val", "test")
 
 COMMON_PARAMS: dict[str, dict[str, Any]] = {
     "batch_size": {
-        "description": "Examples per batch on each process (the global batch is this times the number of processes).",
+        "description": (
+            "The global batch: with runner.batch_scaling none (the default) N processes each take "
+            "batch_size / N, so N ranks learn what one does; with linear, each process takes batch_size "
+            "(the global batch N x batch_size)."
+        ),
         "type": "integer",
         "minimum": 1,
         "default": 64,
