@@ -146,3 +146,19 @@ def test_sweep_of_a_pipeline_without_a_sweep_section_is_one_error_line(tmp_path:
         f"dslrun: error: {QUICKSTART} has no sweep: section; add one (parameters, metric, ...), or a sweep file that "
         "extends this pipeline (see docs/sweeps.md)"
     ]
+
+
+def test_the_importance_plot_of_too_few_trials_comes_with_a_caution(tmp_path: Path) -> None:
+    """Parameter importances from 2 finished trials are noise: the report says so beside the plot."""
+    optuna = pytest.importorskip("optuna")
+    from dsl.sweep.report import IMPORTANCE_TRIALS, importance_caution
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
+    plot = tmp_path / "param_importances.png"
+    assert importance_caution([plot], study) == (
+        f"caution: param_importances.png is drawn from 2 finished trials; importances mean little under {IMPORTANCE_TRIALS}")
+    assert importance_caution([tmp_path / "optimization_history.png"], study) is None  # no importance plot drawn
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=IMPORTANCE_TRIALS)
+    assert importance_caution([plot], study) is None

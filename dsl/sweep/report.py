@@ -16,6 +16,8 @@ from typing import IO, Any
 from dsl.sweep.plan import SweepPlan
 
 PLOTS = ("optimization_history", "param_importances", "parallel_coordinate")
+# Fewer finished trials than this make parameter importances (fANOVA over the trials) noise.
+IMPORTANCE_TRIALS = 10
 
 
 def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
@@ -127,3 +129,15 @@ def write_report(plan: SweepPlan, study: Any, out: IO[str]) -> None:
         out.write(f"plots: {', '.join(str(p) for p in written)}\n")
     for reason in skipped:
         out.write(f"plot not written: {reason}\n")
+    caution = importance_caution(written, study)
+    if caution:
+        out.write(caution + "\n")
+
+
+def importance_caution(written: list[Path], study: Any) -> str | None:
+    """A word of caution when the importance plot stands on too few finished trials to mean much."""
+    finished = sum(1 for trial in study.trials if trial.state.name == "COMPLETE")
+    if not any(path.stem == "param_importances" for path in written) or finished >= IMPORTANCE_TRIALS:
+        return None
+    return (f"caution: param_importances.png is drawn from {finished} finished trial{'s' * (finished != 1)}; "
+            f"importances mean little under {IMPORTANCE_TRIALS}")
