@@ -739,7 +739,7 @@ def test_init_checkpoint_errors_name_the_yaml_key(tf, tmp_path):
         make("init_checkpoint", path=str(tmp_path / "empty")).before_run(runner)
     with pytest.raises(DslError, match=r"init_checkpoint.skip\[0\] '\(' is not a valid regular expression"):
         make("init_checkpoint", path="x", skip=["("])
-    with pytest.raises(DslError, match=r"init_checkpoint.trainable \['nothing'\] matches no variable"):
+    with pytest.raises(DslError, match=r"init_checkpoint.trainable: \['nothing'\] matches no variable"):
         runner.resumed = True
         make("init_checkpoint", path=str(tmp_path / "nowhere"), trainable=["nothing"]).before_run(runner)
 
