@@ -218,3 +218,33 @@ class InitCheckpoint(Callback):
         self._frozen = frozen
         trainable = len(runner.model.trainable_weights)
         runner.print(f"init_checkpoint: froze {len(frozen)} layers; {trainable} variables stay trainable")
+
+
+def plan_at_start(model: Any, params: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """What an init_checkpoint entry (`params`) does to `model` at the run's start, for `dslrun
+    show --variables`: the freezing applied to `model`, where each variable's first value comes
+    from by name (`restored`, `reset (head)`, `skipped`; absent: fresh), and a note. A checkpoint
+    that does not fit raises the run's error."""
+    from pathlib import Path
+
+    from dsl.callbacks._freeze import freeze_batch_norm, freeze_unmatched
+    from dsl.callbacks._pretrained import read_stored, resolve
+    from dsl.callbacks._restore_plan import plan_restore, selectors
+
+    origins: dict[str, str] = {}
+    if Path(params["path"]).exists():
+        path = resolve(params["path"])
+        plan = plan_restore(model, read_stored(model, path), path, params, list(params.get("skip") or []))
+        origins.update({variable.name.rsplit(":", 1)[0]: "restored" for variable, _ in plan.assignments})
+        origins.update(dict.fromkeys(plan.head_reset, "reset (head)"))
+        origins.update(dict.fromkeys(plan.skipped, "skipped"))
+        note = f"first values from {path}"
+    else:
+        note = f"init_checkpoint.path {params['path']} is not written yet: every value is fresh until it is"
+    if params.get("trainable") is not None:
+        freeze_unmatched(model, selectors(model, list(params["trainable"]), "init_checkpoint.trainable"))
+        if params.get("unfreeze_after_epochs") is not None:
+            note += f"; every layer trains after {params['unfreeze_after_epochs']} epochs (unfreeze_after_epochs)"
+    if params.get("freeze_batch_norm"):
+        freeze_batch_norm(model)
+    return origins, note

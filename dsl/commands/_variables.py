@@ -12,14 +12,15 @@ classes), so the data is read, and TensorFlow is imported: this is the one `show
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dsl.language.resolved import Component, Pipeline
+    from dsl.language.resolved import Pipeline
 
 
 def variables_table(pipeline: Pipeline) -> str:
     """The table of the network `pipeline` builds (text, one line per variable)."""
+    from dsl.callbacks.init_checkpoint import plan_at_start
     from dsl.commands._training import single_process
     from dsl.engine.compiler import compile_pipeline, configure_tensorflow
     from dsl.language.context import Placement
@@ -30,7 +31,7 @@ def variables_table(pipeline: Pipeline) -> str:
     model = compiled.model
     head = head_variable_names(model)
     restoring = pipeline.callbacks_of("init_checkpoint")
-    origins, note = _plan(model, restoring[0]) if restoring else ({}, "")
+    origins, note = plan_at_start(model, restoring[0].arguments()) if restoring else ({}, "")
     trained = {id(variable) for variable in model.trainable_weights}  # what the optimizer gets (frozen layers' are out)
     rows = [("variable", "shape", "group", *(["first value"] if restoring else []), "trained")]
     for variable in model.weights:
@@ -45,32 +46,3 @@ def variables_table(pipeline: Pipeline) -> str:
                  f"head and backbone)" + (f"; {note}" if note else ""))
     return "\n".join(lines) + "\n"
 
-
-def _plan(model: Any, callback: Component) -> tuple[dict[str, str], str]:
-    """Apply to `model` what init_checkpoint does at the run's start (freezing) and say where each
-    variable's value comes from, by name; a checkpoint that does not fit is the run's error."""
-    from pathlib import Path
-
-    from dsl.callbacks._freeze import freeze_batch_norm, freeze_unmatched
-    from dsl.callbacks._pretrained import read_stored, resolve
-    from dsl.callbacks._restore_plan import plan_restore, selectors
-
-    params = callback.arguments()
-    origins: dict[str, str] = {}
-    note = ""
-    if Path(params["path"]).exists():
-        path = resolve(params["path"])
-        plan = plan_restore(model, read_stored(model, path), path, params, list(params.get("skip") or []))
-        origins.update({variable.name.rsplit(":", 1)[0]: "restored" for variable, _ in plan.assignments})
-        origins.update(dict.fromkeys(plan.head_reset, "reset (head)"))
-        origins.update(dict.fromkeys(plan.skipped, "skipped"))
-        note = f"first values from {path}"
-    else:
-        note = f"init_checkpoint.path {params['path']} is not written yet: every value is fresh until it is"
-    if params.get("trainable") is not None:
-        freeze_unmatched(model, selectors(model, list(params["trainable"]), "init_checkpoint.trainable"))
-        if params.get("unfreeze_after_epochs") is not None:
-            note += f"; every layer trains after {params['unfreeze_after_epochs']} epochs (unfreeze_after_epochs)"
-    if params.get("freeze_batch_norm"):
-        freeze_batch_norm(model)
-    return origins, note
