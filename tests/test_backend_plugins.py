@@ -16,45 +16,11 @@ from dsl.language import backend_registry
 from e2e_support import ENV
 
 # A backend from outside dslrun: one process (it derives from the shared defaults), with its own
-# settings section `runner.toy` and no capability beyond a single process's.
-TOY = '''\
-"""A third-party backend: one process that greets (a test plugin)."""
-import sys
-
-from dsl.language.backend_registry import Capabilities, register_backend
-
-
-def create(runner_params, environ=None):
-    from backends.base import Backend
-
-    class ToyBackend(Backend):
-        name = "toy"
-
-        def setup(self):
-            print(f"toy backend: {self.runner_params['toy']['greeting']}", file=sys.stderr, flush=True)
-
-        def describe(self):
-            return "toy (1 process)"
-
-    return ToyBackend(runner_params)
-
-
-register_backend(
-    "toy",
-    summary="a test plugin's single process",
-    title="the toy backend",
-    create=create,
-    settings={"toy": {
-        "description": "The toy backend's settings.",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"greeting": {"description": "Said at set-up.", "type": "string", "default": "hello"}},
-        "default": {},
-    }},
-    capabilities=Capabilities(loss_scaling=LOSS_SCALING),
-    doctor=lambda facts: None,
-)
-'''
+# settings section `runner.toy` and no capability beyond a single process's. The example plug-in package's backend (examples/plugins/, docs/extending.md) under the name `toy`,
+# with its loss-scaling capability left to each test (LOSS_SCALING).
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugins" / "dslrun-example-backend" / "dslrun_example_backend.py"
+TOY = (EXAMPLE.read_text(encoding="utf-8").replace("the example plug-in's single process", "a test plugin's single process")
+       .replace("example", "toy").replace("loss_scaling=False", "loss_scaling=LOSS_SCALING"))
 
 PIPELINE = """\
 version: 1
