@@ -69,8 +69,8 @@ def test_every_component_module_registers_something() -> None:
 
 def test_every_task_folder_is_walked() -> None:
     tasks = [name for name in component_packages() if name.startswith("dsl.tasks.")]
-    assert tasks == ["dsl.tasks.image_classification", "dsl.tasks.image_segmentation", "dsl.tasks.object_detection",
-                     "dsl.tasks.text_classification"]
+    assert tasks == ["dsl.tasks.image_classification", "dsl.tasks.image_segmentation", "dsl.tasks.machine_translation",
+                     "dsl.tasks.object_detection", "dsl.tasks.text_classification"]
 
 
 def test_unknown_type_names_the_fix() -> None:

@@ -46,6 +46,9 @@ SHRINK: dict[str, tuple[str, list[str]]] = {
     "mlp_folder.yaml": ("folder", ["runner.max_epochs=2", "inputter.batch_size=16"]),
     "segmentation.yaml": ("shapes", ["runner.max_epochs=1", "inputter.batch_size=8", "inputter.image_shape=[32, 32, 3]"]),
     "text_classification.yaml": ("reviews", ["runner.max_epochs=1", "inputter.batch_size=16"]),
+    # Two epochs: the search then writes words, so the ranks' gathered BLEU and chrF (compared with one
+    # process below) score real sentences.
+    "translation.yaml": ("pairs", ["runner.max_epochs=2", "inputter.batch_size=16", "network.layers=1"]),
     "finetune.yaml": ("csv", ["runner.max_epochs=1", "inputter.batch_size=16"]),
     # score_threshold below the heads' starting score (0.01): after a few steps every image has
     # detections, so the ranks' gathered mAP (compared with one process below) is not a trivial 0.
@@ -70,7 +73,7 @@ ALLREDUCE = ("gloo", "mpi", "mpirun")
 # the matrix (the classification files that differ from these in network or data only, under
 # the other launchers) is marked full_matrix and runs in `make test-shipped` (README: before a
 # release, and after a change to a launcher, a backend or a shipped file).
-TASK_FILES = ("quickstart.yaml", "segmentation.yaml", "detection.yaml", "text_classification.yaml")
+TASK_FILES = ("quickstart.yaml", "segmentation.yaml", "detection.yaml", "text_classification.yaml", "translation.yaml")
 COVER = {"gloo": {"cifar10.yaml"}, "mpi": {"cnn_iters.yaml"}, "mpirun": {"mlp_folder.yaml"}, "ps": {"cifar10_ps.yaml"}}
 
 def uses_ps(name: str) -> bool:
@@ -91,13 +94,14 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     csv = _synthetic(root / "csv", image_size=32)
     small = _synthetic(root / "small", image_size=16)
     folder = class_folders(small, root / "folder")
-    shapes, reviews, boxes = root / "shapes", root / "reviews", root / "boxes"
-    for command in (["synthetic-detection", "--out", str(boxes), "--num-train", "32", "--num-val", "15"],
+    shapes, reviews, boxes, pairs = root / "shapes", root / "reviews", root / "boxes", root / "pairs"
+    for command in (["synthetic-translation", "--out", str(pairs), "--num-train", "256", "--num-val", "31"],
+                    ["synthetic-detection", "--out", str(boxes), "--num-train", "32", "--num-val", "15"],
                     ["synthetic-segmentation", "--out", str(shapes), "--num-train", "64", "--num-val", "15",
                      "--image-size", "32"],
                     ["synthetic-text", "--out", str(reviews), "--num-train", "256", "--num-val", "64"]):
         subprocess.run([sys.executable, "-m", "dsl", "data", *command], check=True, env=MULTIRANK_ENV, capture_output=True)
-    return {"csv": csv, "folder": folder, "shapes": shapes, "reviews": reviews, "boxes": boxes}
+    return {"csv": csv, "folder": folder, "shapes": shapes, "reviews": reviews, "boxes": boxes, "pairs": pairs}
 
 
 def _synthetic(out: Path, image_size: int) -> Path:
@@ -160,10 +164,13 @@ def yaml_name(name: str) -> str:
 
 
 def last_val(run_dir: Path) -> dict:
-    """The run's last val record: a finite loss and its task's score (accuracy, or mean IoU) in [0, 1]."""
+    """The run's last val record: a finite loss and its task's score (accuracy, mean IoU, mAP in [0, 1]; BLEU in [0, 100])."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in records if r["mode"] == "val"]
     assert val, records
+    if "bleu" in val[-1]:
+        assert math.isfinite(val[-1]["loss"]) and 0.0 <= val[-1]["bleu"] <= 100.0 and 0.0 <= val[-1]["chrf"] <= 100.0, val[-1]
+        return val[-1]
     score = next(key for key in ("mean_iou", "map", "accuracy") if key in val[-1])
     assert math.isfinite(val[-1]["loss"]) and 0.0 <= val[-1][score] <= 1.0, val[-1]
     return val[-1]
@@ -210,7 +217,7 @@ def test_two_allreduce_ranks(name: str, launcher: str, trained: Callable[[str, s
 # backend does not see). Segmentation and detection, whose metrics gather every rank's state
 # through the backend, run on two collective workers in
 # test_two_ranks_validate_as_one_process_does_on_the_same_weights below.
-@pytest.mark.parametrize("name", ["cnn_iters.yaml", "quickstart.yaml", "text_classification.yaml"])
+@pytest.mark.parametrize("name", ["cnn_iters.yaml", "quickstart.yaml", "text_classification.yaml", "translation.yaml"])
 def test_two_collective_workers(name: str, data: dict[str, Path], tmp_path: Path) -> None:
     result = run("collective", name, data, tmp_path / "run")
     assert "[chief] dslrun: weights digest" in result.stdout and "identical on all 2 ranks" in result.stdout
@@ -249,7 +256,8 @@ NO_HEADER = {"cnn_iters.yaml", "mlp_folder.yaml"}
 # and detection, whose COCO mAP is computed once from every rank's gathered detections.
 @pytest.mark.parametrize("launcher, name", [("gloo", "quickstart.yaml"), ("gloo", "segmentation.yaml"),
                                             ("collective", "segmentation.yaml"), ("gloo", "detection.yaml"),
-                                            ("collective", "detection.yaml")])
+                                            ("collective", "detection.yaml"), ("gloo", "translation.yaml"),
+                                            ("collective", "translation.yaml")])
 def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: str, name: str, data: dict[str, Path],
                                                                     trained: Callable[[str, str], Trained]) -> None:
     """Every val value of 2 ranks (each its shard, batch-norm statistics reconciled, metrics
@@ -258,16 +266,19 @@ def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: st
     assert "identical on all 2 ranks" in launched.result.stdout + launched.result.stderr, launched.result.stderr[-3000:]
     ranks = last_val(launched.run_dir)
     env = {**MULTIRANK_ENV, "DATA_DIR": str(data[SHRINK[name][0]])}
+    translations = launched.run_dir / "hypotheses_val.txt"
+    ranks_translated = translations.read_text() if name == "translation.yaml" else None
     result = subprocess.run(["dslrun", "eval", str(PIPELINES / name), *shrunk(name, launched.run_dir)],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     alone = json.loads(result.stdout.strip().splitlines()[-1])
     assert alone["step"] == ranks["step"]
-    scores = [key for key in ranks if key == "accuracy" or key == "pixel_accuracy"
+    scores = [key for key in ranks if key in ("accuracy", "pixel_accuracy", "bleu", "chrf", "token_accuracy", "perplexity")
               or key.startswith(("mean_iou", "iou_", "map", "ap_"))]  # detection: map, map_50, map_75, ap_<k>
-    assert len(scores) == (1 if name == "quickstart.yaml" else 6), ranks
+    assert len(scores) == {"quickstart.yaml": 1, "translation.yaml": 4}.get(name, 6), ranks
     for key in scores:
-        assert alone[key] == pytest.approx(ranks[key], abs=1e-6), key
+        # Perplexity is exp of a mean over tokens whose float32 values depend on the batch's shape: 1e-6 relative.
+        assert alone[key] == pytest.approx(ranks[key], **({"rel": 1e-6} if key == "perplexity" else {"abs": 1e-6})), key
     # A classifier's per-class table in the ranks' val record: from the summed confusion matrix, so exactly
     # the one eval prints for the same weights (support counts every val example once).
     assert ("per_class" in alone) == (name == "quickstart.yaml")
@@ -276,6 +287,12 @@ def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: st
             assert ranks[f"{value}_{row['class']}"] == pytest.approx(row[value], abs=1e-6), (value, row)
     if name == "detection.yaml":
         assert ranks["map_50"] > 0, ranks  # detections were scored, so the equality above says something
-    # Detection's loss is divided per batch by the batch's positive anchors: batches of 8 + 7 on two
-    # ranks and of 15 on one average to slightly different values (its mAP, above, is exact).
-    assert alone["loss"] == pytest.approx(ranks["loss"], rel=1e-2 if name == "detection.yaml" else 1e-4)
+    if name == "translation.yaml":
+        assert ranks["chrf"] > 0, ranks  # sentences were scored, so the BLEU and chrF equality says something
+        # The ranks' translations, gathered back into the val file's order, are the ones eval writes.
+        assert ranks_translated == translations.read_text() and len(ranks_translated.splitlines()) == 31
+    # Detection's loss is divided per batch by the batch's positive anchors, translation's by its target
+    # tokens: batches of 8 + 7 on two ranks and of 15 on one average to slightly different values (mAP
+    # and BLEU, above, are exact).
+    per_batch = name in ("detection.yaml", "translation.yaml")
+    assert alone["loss"] == pytest.approx(ranks["loss"], rel=1e-2 if per_batch else 1e-4)

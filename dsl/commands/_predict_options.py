@@ -4,7 +4,9 @@ A modeler declares what shapes its predict records (`register(predict_options=..
 classifier's `--top`, a segmentation's `--overlay` and `--color`, a detector's `--threshold`);
 the command offers every registered modeler's, says in each option's help which modelers take
 it, and refuses one the pipeline's modeler does not (a new task brings its own options without
-an edit here). The registry is read when the command's options are first needed (its help, or
+an edit here). The values reach the modeler's `record` and, when it has one, its
+`configure_predictions(model, options)`, called before the model predicts (a translator's
+`--beam-size` changes its search). The registry is read when the command's options are first needed (its help, or
 parsing its arguments), so `dslrun --help` and the other commands do not pay for it.
 """
 

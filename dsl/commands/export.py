@@ -16,8 +16,12 @@ from dsl.commands._common import CHECKPOINT_HELP, pipeline_or_exit, set_option, 
 @click.option("--force", is_flag=True, help="Replace an earlier export in --out (other non-empty directories are refused).")
 @set_option
 @click.option("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
+@click.option("--average-last", "average", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Export the mean of the weights of the run's last N training checkpoints (Vaswani et al.'s "
+                   "checkpoint averaging) instead of one checkpoint's.")
 @user_errors
-def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | None, force: bool) -> None:
+def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | None, force: bool,
+            average: int | None) -> None:
     """Export FILE's trained model as a SavedModel in --out (refused when --out is not empty, unless --force).
 
     Every signature applies the augmenter's eval preprocessing and returns the modeler's
@@ -31,6 +35,8 @@ def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | N
     from dsl.language.errors import DslError
 
     pipeline = pipeline_or_exit(path, overrides)
+    if average and checkpoint:
+        raise click.UsageError("--average-last averages the run directory's last checkpoints; drop --checkpoint")
     problem = out_problem(out, force)
     if problem:
         raise DslError(problem)
@@ -38,8 +44,14 @@ def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | N
     from dsl.commands._training import restored_runner
 
     runner = restored_runner(pipeline, checkpoint)
+    source = str(runner.restored_from)
+    if average:
+        from dsl.engine.averaging import average_last
+
+        averaged = average_last(runner.model, runner.checkpoints.listed(), average)
+        source = f"the mean of {len(averaged)} checkpoints ({', '.join(Path(p).name for p in averaged)})"
     signatures = export_saved_model(runner, out)
-    click.echo(f"dslrun: exported {runner.restored_from} to {out}")
+    click.echo(f"dslrun: exported {source} to {out}")
     for signature in signatures:
         click.echo(f"  {signature}")
 

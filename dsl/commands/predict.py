@@ -56,6 +56,9 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
         for line in str(exc).splitlines():
             echo_err(f"dslrun: error: {line}")
         sys.exit(1)
+    configure = getattr(runner.modeler, "configure_predictions", None)  # options that change how the model predicts
+    if configure is not None:
+        configure(runner.model, options)
     predict = make_predict_call(runner.model, runner.modeler, eval_preprocess(runner.augmenter))
     options = {**options, "out": out or str(runner.model_dir / "predictions")}
     for source, features in examples:

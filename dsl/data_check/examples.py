@@ -28,7 +28,7 @@ class Example:
     `problem` instead of facts; like a bad file, it is an error, or a warning under `skip_corrupt`.
     """
 
-    label: int
+    label: int | None  # None: an example without a class (a sentence pair)
     origin: str  # for people: "train.csv line 17", "data_batch_1.bin record 5"
     where: Location  # where a problem with this example is reported
     path: str | None = None  # an image file still to inspect

@@ -46,7 +46,8 @@ class SplitReport:
         """One usable example: its class, its image's size and mode (when it is an image) and
         its content's digest (to find val examples copied from train)."""
         self.examples += 1
-        self.labels[example.label] += 1
+        if example.label is not None:  # a sentence pair has no class
+            self.labels[example.label] += 1
         if facts is not None:
             self.sizes[(facts.width, facts.height)] += 1
             self.modes[facts.mode] += 1

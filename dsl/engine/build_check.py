@@ -20,7 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from dsl.engine.compiler import build_section, component_facts
+from dsl.engine.compiler import build_section, section_facts
 from dsl.engine.steps import make_train_call, make_val_call
 from dsl.language.checks import used_components
 from dsl.language.context import BuildContext
@@ -77,8 +77,7 @@ def _built_checks(pipeline: dict[str, Any], sources: SourceMap, model: Any) -> l
 def _trace(pipeline: Pipeline, sources: SourceMap, declared: Declared, batch: tuple[str, str]) -> Any:
     """Build every section on the declared facts and trace a train and a val step; the built network."""
     context = BuildContext(pipeline=pipeline, model_dir=Path("/nonexistent/validate-build"), seed=0)
-    context.learn({**declared.facts(), **component_facts("augmenter", pipeline.augmenter),
-                   **component_facts("network", pipeline.network)})
+    context.learn({**declared.facts(), **section_facts(pipeline)})
     features, targets = _zero_example(batch, declared, sources)
     augmenter = _stage("augmenter", sources, lambda: build_section(
         "augmenter", pipeline.augmenter, context))

@@ -141,6 +141,10 @@ class Checkpoints:
         keep = ("model", "step", "epoch", "data_position")
         return tf.train.Checkpoint(**{name: self.objects[name] for name in keep})
 
+    def listed(self) -> list[str]:
+        """The run directory's training checkpoints, oldest first (what `checkpoint.max_to_keep` kept)."""
+        return list(self.manager.checkpoints)
+
     def is_listed(self, path: str) -> bool:
         """Whether `path` is one of this run directory's checkpoints."""
         listed = {Path(p).resolve() for p in self.manager.checkpoints}

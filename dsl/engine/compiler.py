@@ -111,7 +111,7 @@ def compile_pipeline(pipeline: Pipeline, placement: Placement, seed: int, scope:
     context.learn(inputter.facts())
     context.steps_per_epoch = inputter.steps_per_epoch(batch_size, placement.world_size)
     augmenter = build_section("augmenter", pipeline.augmenter, context)
-    context.learn({**component_facts("augmenter", pipeline.augmenter), **component_facts("network", pipeline.network)})
+    context.learn(section_facts(pipeline))
     with scope if scope is not None else contextlib.nullcontext():
         model = build_section("network", pipeline.network, context)
         if prepare_model is not None:
@@ -119,6 +119,14 @@ def compile_pipeline(pipeline: Pipeline, placement: Placement, seed: int, scope:
         modeler = build_section("modeler", pipeline.modeler, context)
     callbacks = sort_callbacks([build_section("callback", callback, context) for callback in pipeline.callbacks])
     return CompiledPipeline(pipeline, context, inputter, augmenter, model, modeler, callbacks, max_to_keep(pipeline))
+
+
+def section_facts(pipeline: Pipeline) -> dict[str, Any]:
+    """What the augmenter, the network and the modeler tell each other from their parameters,
+    learnt before any of them is built (a translation modeler's decoding settings, which the
+    network's in-graph search runs with, reach the network this way)."""
+    return {**component_facts("augmenter", pipeline.augmenter), **component_facts("network", pipeline.network),
+            **component_facts("modeler", pipeline.modeler)}
 
 
 def component_facts(kind: str, component: Component) -> dict[str, Any]:

@@ -8,4 +8,4 @@ __all__ = ["MODES", "TAIL_BYTES", "bytes_problem", "declared_modes", "header_pro
 
 # What the tasks' components build on: public for them, walked by no registry (see
 # dsl.language.registry.is_component_module).
-LIBRARY = ("common", "files", "pipeline", "serving")
+LIBRARY = ("common", "files", "pipeline", "serving", "text_files")

@@ -14,7 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-KINDS = ("constant", "piecewise", "cosine", "exponential")
+KINDS = ("constant", "piecewise", "cosine", "exponential", "inverse_sqrt")
 
 
 @tf.keras.utils.register_keras_serializable(package="dslrun")
@@ -23,8 +23,8 @@ class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
 
     During the first `warmup_steps` the factor rises linearly from `warmup_start_factor` to 1.
     After that: `constant` keeps 1; `piecewise` uses `values[i]` once `boundaries[i-1]` steps
-    are done (boundaries count from step 0, as Goyal et al. and Lambda do); `cosine` and
-    `exponential` decay from 1, starting when the warmup ends, so the rate is continuous.
+    are done (boundaries count from step 0, as Goyal et al. and Lambda do); `cosine`,
+    `exponential` and `inverse_sqrt` decay from 1, starting when the warmup ends, so the rate is continuous.
     """
 
     def __init__(
@@ -72,6 +72,8 @@ class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
             progress = tf.minimum(after_warmup / float(self.decay_steps), 1.0)
             cosine = 0.5 * (1.0 + tf.cos(math.pi * progress))
             return self.alpha + (1.0 - self.alpha) * cosine
+        if self.kind == "inverse_sqrt":  # 1 where the warmup ends, then 1/sqrt(step): Vaswani et al.'s schedule
+            return tf.sqrt(max(float(self.warmup_steps), 1.0) / tf.maximum(step, max(float(self.warmup_steps), 1.0)))
         if self.kind == "exponential":
             exponent = after_warmup / float(self.decay_steps)
             if self.staircase:

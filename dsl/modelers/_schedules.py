@@ -22,6 +22,7 @@ SCHEDULES: dict[str, str] = {
     "piecewise": "a factor per epoch range, from boundaries and values",
     "cosine": "cosine decay from the rate to alpha times the rate",
     "exponential": "the rate times decay_rate every decay_epochs",
+    "inverse_sqrt": "after the warmup, the rate times sqrt(warmup steps / step) (the Transformer's, Vaswani et al.)",
 }
 
 SCHEDULE_KEYS: KeyTable = {

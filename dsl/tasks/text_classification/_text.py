@@ -137,21 +137,6 @@ def save_vocabulary(model_dir: Path, settings: dict[str, Any], tokens: list[str]
         raise
 
 
-def decoded(data: bytes, path: Path | str) -> str:
-    """`data` as UTF-8 text (a byte-order mark dropped), or an error naming the file and line."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line, problem = utf8_problem(data, exc)
-        raise DslError(f"{path} line {line}: {problem}") from None
-
-
-def utf8_problem(data: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
-    """The line where `data` stops being UTF-8, and what to do about it."""
-    line = data[: exc.start].count(b"\n") + 1
-    return line, f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8"
-
-
 def text_digest(text: str) -> bytes:
     """The digest `dslrun validate --data` compares to find val texts that are also train texts."""
     import hashlib

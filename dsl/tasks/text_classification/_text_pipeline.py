@@ -24,12 +24,12 @@ import tensorflow as tf
 
 from dsl.inputters.pipeline import AUTOTUNE, BaseInputter, remember_listings
 from dsl.inputters.serving import ServingInput
+from dsl.inputters.text_files import decoded
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.tasks.text_classification._text import (
     VOCABULARY_FILE,
     TextSplit,
-    decoded,
     load_vocabulary,
     save_vocabulary,
     vocabulary_settings,

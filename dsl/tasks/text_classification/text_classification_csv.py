@@ -24,6 +24,7 @@ from typing import Any
 
 from dsl.engine.contracts import Inputter
 from dsl.inputters.common import MODES, as_list, check_num_classes, existing_file, source_params
+from dsl.inputters.text_files import utf8_problem
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register, with_defaults
@@ -33,7 +34,6 @@ from dsl.tasks.text_classification._text import (
     TEXT_COMMON_PARAMS,
     VOCABULARY_PARAMS,
     TextSplit,
-    utf8_problem,
 )
 
 PARAMS: dict[str, dict[str, Any]] = {

@@ -18,6 +18,7 @@ from typing import Any
 
 from dsl.engine.contracts import Inputter
 from dsl.inputters.common import MODES, as_list, check_num_classes, existing_dir, source_params
+from dsl.inputters.text_files import decoded
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register, with_defaults
@@ -27,7 +28,6 @@ from dsl.tasks.text_classification._text import (
     TEXT_COMMON_PARAMS,
     VOCABULARY_PARAMS,
     TextSplit,
-    decoded,
 )
 
 TEXT_EXTENSION = ".txt"
