@@ -301,7 +301,8 @@ def main() -> None:
     print("P2: averaging batch-norm statistics every call, alternated with a call without it", file=sys.stderr)
     replica_state = run_case(["--case", "replica_state", "--batch", "32", "--warmup", "3",
                               "--steps", "10" if args.quick else "30"], 2, marker='"replica_state"')
-    print("P6: segmentation, text classification and detection, the shipped pipelines against Keras fit and a loop",
+    print("P6: segmentation, text classification, detection and translation, the shipped pipelines against Keras "
+          "fit and a loop",
           file=sys.stderr)
     p6 = interleaved(task_cases(steps), repeats)
     loads.append(load_average())
@@ -362,10 +363,11 @@ def generated_data_dir(prefix: str) -> Path:
 
 TASK_DATA = {"segmentation": ["synthetic-segmentation", "--num-train", "256", "--num-val", "16", "--image-size", "64"],
              "text": ["synthetic-text", "--num-train", "2048", "--num-val", "64"],
-             "detection": ["synthetic-detection", "--num-train", "256", "--num-val", "16"]}
-# Each task's shipped batch size (segmentation.yaml, text_classification.yaml, detection.yaml).
-TASK_BATCH = {"segmentation": "16", "text": "64", "detection": "16"}
-TASK_STEP_FACTOR = {"text": 10, "detection": 4}
+             "detection": ["synthetic-detection", "--num-train", "256", "--num-val", "16"],
+             "translation": ["synthetic-translation", "--num-train", "2048", "--num-val", "128"]}
+# Each task's shipped batch size (segmentation.yaml, text_classification.yaml, detection.yaml, translation.yaml).
+TASK_BATCH = {"segmentation": "16", "text": "64", "detection": "16", "translation": "64"}
+TASK_STEP_FACTOR = {"text": 10, "detection": 4, "translation": 4}
 
 
 def task_cases(steps: list[str]) -> dict[str, Case]:
@@ -385,6 +387,11 @@ def task_cases(steps: list[str]) -> dict[str, Case]:
         for case in ("dslrun", "fit", "loop"):
             cases[f"{task}_{case}"] = (["tasks.py", "--task", task, "--case", case, "--data", str(data),
                                         "--batch", TASK_BATCH[task], *scaled], 1)
+        if task == "translation":  # the search alone, sentences per second: beam 4 (the shipped) and greedy
+            for beam in (4, 1):
+                cases[f"translation_decode_beam{beam}"] = (["tasks.py", "--task", task, "--case", "decode", "--data",
+                                                            str(data), "--batch", TASK_BATCH[task], "--beam-size",
+                                                            str(beam), *steps], 1)
     return cases
 
 
@@ -396,6 +403,10 @@ def task_figures(results: dict[str, list[dict]]) -> dict[str, tuple[dict, str]]:
             if f"{task}_dslrun" in results and f"{task}_{reference}" in results:
                 figures[f"P6 {task}: dslrun / {label}"] = (ratio(results, f"{task}_dslrun", f"{task}_{reference}"),
                                                           ">= 1.0")
+    if "translation_decode_beam4" in results and "translation_decode_beam1" in results:
+        # What the shipped search costs against greedy decoding (sentences/s of each: the cases table).
+        figures["P6 translation: beam search (4) / greedy, sentences per second"] = (
+            ratio(results, "translation_decode_beam4", "translation_decode_beam1"), "")
     return figures
 
 

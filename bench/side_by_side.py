@@ -13,8 +13,9 @@ the group is about (median, min-max), and the load average before and after, the
 - `threads`: one process, the P1 case (dslrun, fit, loop) at TensorFlow's default threads and
   dslrun at other inter-op/intra-op settings, batch per core and oneDNN off, with the
   machine's convolution peak (bench/peak.py) measured in each repetition.
-- `tasks`: P6 alone, the segmentation, text and detection pipelines as dslrun, `fit` and the
-  loop (bench/run.py's task cases; `--cases text_dslrun text_loop ...` narrows it).
+- `tasks`: P6 alone, the segmentation, text, detection and translation pipelines as dslrun, `fit`
+  and the loop, and translation's search alone (beam 4, greedy) (bench/run.py's task cases;
+  `--cases text_dslrun text_loop ...` narrows it).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ RATIOS = {
                       ("collective_np2", "np2_read")],
     "threads": [("fit", "dslrun"), ("loop", "dslrun"), ("dslrun_inter1", "dslrun"), ("dslrun_intra1", "dslrun"),
                 ("dslrun_b128", "dslrun"), ("dslrun_onednn_off", "dslrun")],
-    "tasks": [(f"{task}_dslrun", f"{task}_{reference}") for task in run.TASK_DATA for reference in ("fit", "loop")],
+    "tasks": [*((f"{task}_dslrun", f"{task}_{reference}") for task in run.TASK_DATA for reference in ("fit", "loop")),
+              ("translation_decode_beam4", "translation_decode_beam1")],
 }
 
 

@@ -1,6 +1,7 @@
 """One benchmark case of a task beyond image classification, in one process.
 
-    python bench/tasks.py --task segmentation|text|detection --case dslrun|fit|loop --data DIR ...
+    python bench/tasks.py --task segmentation|text|detection|translation --case dslrun|fit|loop --data DIR ...
+    python bench/tasks.py --task translation --case decode --beam-size 4 --data DIR ...
 
 dslrun trains the shipped pipeline (pipelines/segmentation.yaml, pipelines/text_classification.yaml,
 pipelines/detection.yaml) on the data in DIR, as `dslrun FILE --set ...` would, with only its length, batch size and run
@@ -10,8 +11,11 @@ pipeline's own network builder), the same batches (the pipeline's inputter and a
 the same optimizer settings, and the task's usual Keras loss and metrics — `model.fit`, and
 a `tf.function` loop. Keras has no detection loss: its reference matches the boxes to the same
 anchors and computes the same focal + smooth-L1 loss by hand, as keras.io's RetinaNet example
-does (bench/detection_reference.py). Prints one JSON line in bench/cases.py's format ("images_per_second"
-counts examples: images or texts).
+does (bench/detection_reference.py). Translation's references train the same Transformer with
+keras.io's loss for it (sparse cross-entropy ignoring the padding id) on the same padded batches;
+`--case decode` times the model's in-graph search alone (beam search, or greedy with
+`--beam-size 1`) on val batches. Prints one JSON line in bench/cases.py's format
+("images_per_second" counts examples: images, texts, sentence pairs or sentences decoded).
 """
 
 from __future__ import annotations
@@ -33,13 +37,15 @@ from cases import Clock, report  # noqa: E402  (bench/ is put on the path above)
 
 PIPELINES = {"segmentation": ROOT / "pipelines" / "segmentation.yaml",
              "text": ROOT / "pipelines" / "text_classification.yaml",
-             "detection": ROOT / "pipelines" / "detection.yaml"}
+             "detection": ROOT / "pipelines" / "detection.yaml",
+             "translation": ROOT / "pipelines" / "translation.yaml"}
 
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--task", required=True, choices=sorted(PIPELINES))
-    parser.add_argument("--case", required=True, choices=["dslrun", "fit", "loop"])
+    parser.add_argument("--case", required=True, choices=["dslrun", "fit", "loop", "decode"])
+    parser.add_argument("--beam-size", type=int, default=4, help="the decode case's search (1: greedy)")
     parser.add_argument("--data", required=True, help="the task's data, as `dslrun data synthetic-...` writes it")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=5)
@@ -110,11 +116,23 @@ def keras_loss_and_metrics(task: str, context: Any) -> tuple[Any, list[Any]]:
         loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=ignore)
         return loss, [tf.keras.metrics.MeanIoU(context.num_classes, sparse_y_pred=False, ignore_class=ignore),
                       tf.keras.metrics.SparseCategoricalAccuracy()]
+    if task == "translation":  # keras.io's English-to-Spanish Transformer: padding ignored; the model's dict output
+        return MaskedOnLogits(tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)), []
     if task == "detection":  # no train metric, as dslrun's object_detection modeler (mAP is a val metric)
         from detection_reference import reference
 
         return reference(context.pipeline.to_dict(), context.image_shape, context.num_classes)[1], []
     return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), [tf.keras.metrics.SparseCategoricalAccuracy()]
+
+
+class MaskedOnLogits:
+    """A Keras loss applied to the translation network's `logits` output (its outputs are a dict)."""
+
+    def __init__(self, loss: Any) -> None:
+        self.loss = loss
+
+    def __call__(self, targets: Any, outputs: Any) -> Any:
+        return self.loss(targets, outputs["logits"] if isinstance(outputs, dict) else outputs)
 
 
 def run_fit(args: argparse.Namespace) -> None:
@@ -123,6 +141,9 @@ def run_fit(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as run:
         model, data, optimizer, context = reference_parts(args, run)
         loss, metrics = keras_loss_and_metrics(args.task, context)
+        if args.task == "translation":  # fit matches a dict output to a dict of targets
+            data = data.map(lambda features, targets: (features, {"logits": targets}))
+            loss = {"logits": loss.loss}
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
         clock = Clock(args.warmup, args.launched_at, args.steps)
 
@@ -165,6 +186,28 @@ def run_loop(args: argparse.Namespace) -> None:
         report(args, clock, 1, 0)
 
 
+def run_decode(args: argparse.Namespace) -> None:
+    """Sentences per second of the network's search alone, in a tf.function, on the val batches."""
+    import tensorflow as tf
+
+    from dsl.engine.compiler import compile_pipeline, configure_tensorflow
+    from dsl.language.context import Placement
+
+    with tempfile.TemporaryDirectory() as run:
+        resolved = pipeline(args, run)
+        compiled = compile_pipeline(resolved, Placement(), configure_tensorflow(resolved))
+        model = compiled.model
+        model.beam_size = args.beam_size
+        search = tf.function(lambda source: model({"source": source}, training=False)["tokens"])
+        batches = compiled.inputter.dataset("val", batch_size=args.batch).repeat()
+        clock = Clock(args.warmup, args.launched_at, args.steps)
+        for step, (features, _) in enumerate(batches.take(args.warmup + args.steps)):
+            tick = time.perf_counter()
+            search(features["source"]).numpy()
+            clock.step_done(step + 1, time.perf_counter() - tick)
+        report(args, clock, 1, 0, {"beam_size": args.beam_size})
+
+
 def whole_calls(args: argparse.Namespace) -> None:
     """Warm-up and timed steps rounded up to whole graph calls of the pipeline's
     `runner.steps_per_call` (the timer sees a call's end), for every case alike."""
@@ -177,7 +220,9 @@ def whole_calls(args: argparse.Namespace) -> None:
 def main() -> None:
     args = parse()
     whole_calls(args)
-    {"dslrun": run_dslrun, "fit": run_fit, "loop": run_loop}[args.case](args)
+    if args.case == "decode" and args.task != "translation":
+        raise SystemExit("--case decode times a translation network's search: use --task translation")
+    {"dslrun": run_dslrun, "fit": run_fit, "loop": run_loop, "decode": run_decode}[args.case](args)
 
 
 if __name__ == "__main__":

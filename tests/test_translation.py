@@ -257,7 +257,7 @@ version: 1
 name: translation_resume
 seed: 4
 deterministic: true
-inputter: {{type: parallel_text, train: {data}/train.tsv, vocab_size: 128, max_length: 32, batch_size: 32,
+inputter: {{type: parallel_text, train: {data}/train.tsv, vocab_size: 128, max_length: 32, batch_tokens: 640,
             shuffle_buffer: 2000}}
 augmenter: {{type: none}}
 network: {{type: transformer, layers: 1, d_model: 32, heads: 2, ff: 64, dropout: 0.1, shared_embeddings: true}}
@@ -276,33 +276,59 @@ runner:
 
 @pytest.mark.slow
 def test_resume_after_sigkill_is_bit_identical(tmp_path: Path, data: Path) -> None:
+    """Token-sized batches (batch_tokens), killed mid epoch 2: the resumed run replays the same batches."""
     paths = {}
     for name in ("reference", "killed"):
         paths[name] = tmp_path / f"{name}.yaml"
         paths[name].write_text(RESUME.format(data=data, run=tmp_path / name))
-    dslrun(str(paths["reference"]))
-    # mid epoch 2 (37 steps an epoch)
-    sigkill_when([*DSLRUN, str(paths["killed"])], tmp_path / "killed" / "checkpoints" / "ckpt-45.index", ENV)
+    result = dslrun(str(paths["reference"]))
+    assert "dslrun: inputter.batch_tokens 640: about 640 tokens per global batch" in result.stderr
+    last = max(int(p.name[5:-6]) for p in (tmp_path / "reference" / "checkpoints").glob("ckpt-*.index"))
+    per_epoch = last // 2
+    sigkill_when([*DSLRUN, str(paths["killed"])], tmp_path / "killed" / "checkpoints" / f"ckpt-{per_epoch + 5}.index", ENV)
     result = dslrun(str(paths["killed"]))
     assert "at step " in result.stderr
-    assert 44 <= int(result.stderr.split("at step ")[1].split()[0]) < 74, result.stderr
+    assert per_epoch + 5 <= int(result.stderr.split("at step ")[1].split()[0]) < last, result.stderr
     assert (tmp_path / "killed" / "sentencepiece.model").read_bytes() == \
         (tmp_path / "reference" / "sentencepiece.model").read_bytes()
-    assert_identical(tmp_path / "reference" / "checkpoints" / "ckpt-74", tmp_path / "killed" / "checkpoints" / "ckpt-74")
+    assert_identical(tmp_path / "reference" / "checkpoints" / f"ckpt-{last}",
+                     tmp_path / "killed" / "checkpoints" / f"ckpt-{last}")
 
 
-# ------------------------------------------------------------------------------ dslrun validate --data
-def test_validate_data_sums_up_the_corpus_and_locates_every_bad_line(tmp_path: Path) -> None:
-    write(tmp_path / "pairs", TranslationSpec(num_train=300, num_val=20))
-    train = tmp_path / "pairs" / "train.tsv"
-    with train.open("a") as handle:
-        handle.write("the cat\tla miko\nhello there\thello there\none two three four five six seven eight\tz\n"
-                     "no tab\n\tempty source\n")
-    result = dslrun("validate", "--data", str(SHIPPED), check=False, env={**ENV, "DATA_DIR": str(tmp_path / "pairs")})
+# ------------------------------------------------------------------------------ batches sized in tokens
+def test_token_batches_are_equal_in_count_on_every_rank_disjoint_and_within_budget() -> None:
+    from dsl.tasks.machine_translation import _token_batches as token_batches
+
+    rng = np.random.default_rng(0)
+    count, padded = 301, 33
+    lengths = rng.integers(2, padded + 1, count)
+    ids = np.arange(count, dtype=np.int32)[:, None] * np.ones((1, padded), np.int32)
+    arrays = ({"source": ids, "target": ids}, ids)
+    buckets = token_batches.buckets(lengths, padded)
+    assert [b.bound for b in buckets] == [8, 16, 24, 32, 33] and sum(len(b.rows) for b in buckets) == count
+    seen: list[int] = []
+    for rank in range(3):
+        epoch = list(token_batches.dataset(arrays, buckets, 200, 3, rank, tf.constant(7, tf.int64), False))
+        assert len(epoch) == token_batches.steps(buckets, 200, 3, False)
+        for _, targets in epoch:
+            rows, bound = targets.shape
+            assert rows * bound <= 200 or rows == 1, (rows, bound)
+            assert all(lengths[row] <= bound for row in targets.numpy()[:, 0])  # each pair in its bucket's bound
+            seen += targets.numpy()[:, 0].tolist()
+        again = list(token_batches.dataset(arrays, buckets, 200, 3, rank, tf.constant(7, tf.int64), False))
+        assert [t.numpy().tolist() for _, t in again] == [t.numpy().tolist() for _, t in epoch]  # a seed, an epoch
+    assert len(seen) == len(set(seen)) and len(seen) >= count - 3 * len(buckets)  # disjoint; a few wait a turn
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_two_horovod_ranks_take_token_sized_batches(tmp_path: Path, data: Path) -> None:
+    from e2e_support import MULTIRANK_ENV, run_in_group
+
+    result = run_in_group(["horovodrun", "-np", "2", "--gloo", *DSLRUN, str(SHIPPED), *SMALL,
+                           "--set", "inputter.batch_tokens=1024", "--set", "runner.max_epochs=1",
+                           "--set", f"runner.model_dir={tmp_path / 'run'}"],
+                          env={**MULTIRANK_ENV, "DATA_DIR": str(data)}, timeout=300)
     out = result.stdout + result.stderr
-    assert result.returncode == 1, out
-    assert f"{train} line 304: expected `source<TAB>target`" in out and f"{train} line 305: the source sentence is empty" in out
-    assert "1 pairs have the target identical to the source" in out and f"{train} line 302" in out
-    assert "pairs have a target/source length ratio 3x off the median" in out and f"{train} line 303" in out
-    assert "inputter.train: 303 examples from" in out and "source tokens median" in out
-    assert "inputter.val: 20 examples from" in out and "Traceback" not in out
+    assert result.returncode == 0, out[-3000:]
+    assert "about 1024 tokens per global batch = 2 x 512 tokens" in out and "identical on all 2 ranks" in out

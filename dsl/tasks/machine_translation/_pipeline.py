@@ -14,6 +14,7 @@ ids -> shard -> shuffle (train) -> batch -> prefetch.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from dsl.inputters.serving import ServingInput
 from dsl.inputters.text_files import decoded
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
+from dsl.tasks.machine_translation import _token_batches as token_batches
 from dsl.tasks.machine_translation._parallel_files import PairSplit
 from dsl.tasks.machine_translation._sentencepiece import run_tokenizers
 
@@ -49,6 +51,13 @@ class ParallelTextInputter(BaseInputter):
         self.skipped: dict[str, list[str]] = {}
         self.splits: dict[str, PairSplit] = {}
         self.arrays = {mode: self._arrays(mode, split) for mode, split in splits.items()}
+        self.is_chief = context.placement.is_chief
+        self.buckets: list[token_batches.Bucket] = []
+        if params.get("batch_tokens") and "train" in self.arrays:
+            features, targets = self.arrays["train"]
+            lengths = np.maximum((features["source"] > 0).sum(axis=1), (targets > 0).sum(axis=1))
+            self.buckets = token_batches.buckets(lengths, self.length)
+        self._described = False
 
     def _arrays(self, mode: str, split: PairSplit) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """(features, targets) arrays of a split; a pair over max_length is an error or, with skip_long, left out."""
@@ -91,6 +100,22 @@ class ParallelTextInputter(BaseInputter):
         split = self.splits.get(mode)
         return len(split) if split is not None else 0
 
+    def steps_per_epoch(self, batch_size: int | None, world_size: int) -> int | None:
+        """By pairs (`batch_size`), or with `batch_tokens` the token-sized batches' count, the same on every rank."""
+        if not self.buckets:
+            return super().steps_per_epoch(batch_size, world_size)
+        budget = self._budget(batch_size)
+        if self.is_chief and not self._described:  # once: what the global batch became at this world size
+            self._described = True
+            print(f"dslrun: {token_batches.describe(self.buckets, budget, world_size, self.params['batch_tokens'])}",
+                  file=sys.stderr, flush=True)
+        return token_batches.steps(self.buckets, budget, world_size, self.params["drop_remainder"])
+
+    def _budget(self, batch_size: int | None) -> int:
+        """This rank's tokens per batch: batch_tokens scaled as the engine scaled batch_size to this rank's batch."""
+        scale = (batch_size or self.params["batch_size"]) / self.params["batch_size"]
+        return max(1, int(self.params["batch_tokens"] * scale))
+
     def skipped_examples(self, mode: str) -> int | None:
         return len(self.skipped.get(mode, [])) if self.params["skip_long"] else None
 
@@ -98,6 +123,10 @@ class ParallelTextInputter(BaseInputter):
                 seed: int | tf.Tensor | None = None, batch_size: int | None = None) -> tf.data.Dataset:
         """Batches of ({"source", "target"} int32 (B, max_length + 1), targets int32 (B, max_length + 1))."""
         self._check_mode(mode)
+        if mode == "train" and self.buckets:
+            data = token_batches.dataset(self.arrays[mode], self.buckets, self._budget(batch_size), num_shards,
+                                         shard_index, seed, self.params["drop_remainder"])
+            return data.prefetch(AUTOTUNE)
         data = tf.data.Dataset.from_tensor_slices(self.arrays[mode]).shard(num_shards, shard_index)
         data = self._shuffled(data, mode, num_shards, seed, shard_index)
         return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)

@@ -77,6 +77,13 @@ PARAMS: dict[str, dict[str, Any]] = {
         "type": "boolean", "default": False,
     },
     **{name: COMMON_PARAMS[name] for name in ("batch_size", "drop_remainder", "shuffle_buffer", "prefetch")},
+    "batch_tokens": {
+        "description": ("Train batches sized in tokens instead of pairs: about this many tokens per global batch (a "
+                        "pair counts its longer side, padding included), pairs of similar length batched together; "
+                        "N ranks take batch_tokens / N each, as they take batch_size / N. null = batch_size pairs. "
+                        "Val and test batch by batch_size."),
+        "type": ["integer", "null"], "minimum": 8, "default": None,
+    },
 }
 
 
