@@ -124,7 +124,7 @@ class MlflowTracking(Callback):
             stored = json.loads(self.record.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if stored.get("tracking_uri") != self.client.tracking_uri:
+        if stored.get("tracking_uri") not in (shown_uri(self.client.tracking_uri), self.client.tracking_uri):
             return None
         self.client.update_run(stored["run_id"], status="RUNNING")
         return str(stored["run_id"])
@@ -146,13 +146,18 @@ class MlflowTracking(Callback):
         self.client.log_text(run_id, dump_pipeline(tree), "pipeline.yaml")
         from dsl.engine.rundir import atomic_write_text
 
-        atomic_write_text(self.record, json.dumps({"tracking_uri": self.client.tracking_uri, "run_id": run_id}) + "\n")
+        # The server without its password (a run directory is read by the whole team); a new password still
+        # continues the same MLflow run.
+        atomic_write_text(self.record, json.dumps({"tracking_uri": shown_uri(self.client.tracking_uri),
+                                                   "run_id": run_id}) + "\n")
         return str(run_id)
 
     def _log_params(self, run_id: str, pipeline: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
-        params = [Param(key, value[:_MAX_VALUE]) for key, value in flatten(pipeline).items()]
+        from dsl.language.secrets import redacted
+
+        params = [Param(key, value[:_MAX_VALUE]) for key, value in flatten(redacted(pipeline)).items()]
         for start in range(0, len(params), 100):  # MLflow takes at most 100 parameters per batch
             self.client.log_batch(run_id, params=params[start:start + 100])
 
@@ -201,6 +206,9 @@ class MlflowTracking(Callback):
                 self._tracked(runner, self.client.log_artifacts, self.run_id, str(path), name)
             elif path.is_file():
                 self._tracked(runner, self.client.log_artifact, self.run_id, str(path))
+        if shown_uri(self.client.tracking_uri) != self.client.tracking_uri:
+            # MLflow prints the run's address, password and all, when the run ends; ours at the start hid it.
+            os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         self._tracked(runner, self.client.set_terminated, self.run_id, "FAILED" if runner.failed else "FINISHED")
 
 

@@ -88,10 +88,14 @@ def load_resolved(path: str | Path, overrides: Sequence[str] = (), environ: Mapp
 
 
 def dump_pipeline(resolved: dict[str, Any]) -> str:
-    """The resolved pipeline as YAML: top-level keys in the language's order, stable text."""
+    """The resolved pipeline as YAML: top-level keys in the language's order, stable text; credentials
+    taken from the environment written as their `${NAME}` references (dsl.language.secrets)."""
     import yaml
 
     from dsl.language.schema import TOP_LEVEL_ORDER
+    from dsl.language.secrets import redacted
+
+    resolved = redacted(resolved)
 
     ordered = {key: resolved[key] for key in TOP_LEVEL_ORDER if key in resolved}
     ordered.update({key: value for key, value in resolved.items() if key not in ordered})

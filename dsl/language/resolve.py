@@ -35,6 +35,7 @@ from typing import Any
 from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.loader import Append, LoadError, Replace, load_file, parse_text
+from dsl.language.secrets import is_secret, remember
 from dsl.language.suggest import did_you_mean
 
 SET_FILE = "<--set>"
@@ -251,8 +252,16 @@ def _substitute(value: Any, path: JsonPath, tree: Tree, environ: Mapping[str, st
 
 def _substitute_string(text: str, path: JsonPath, tree: Tree, environ: Mapping[str, str]) -> Any:
     problems: list[str] = []
+    kept: list[str] = []  # the text as dslrun writes it: credentials kept as references (dsl.language.secrets)
 
     def replace(match: re.Match[str]) -> str:
+        found = _replace(match)
+        secret = match.group(1) is not None and match.group(1) in environ and is_secret(
+            match.group(1), text, match.start(), match.end())
+        kept.append(match.group(0) if secret or match.group(0) == "$${" else found)
+        return found
+
+    def _replace(match: re.Match[str]) -> str:
         whole = match.group(0)
         if whole == "$${":
             return "${"
@@ -277,6 +286,8 @@ def _substitute_string(text: str, path: JsonPath, tree: Tree, environ: Mapping[s
         tree.diagnostics.append(Diagnostic.at(tree.sources.locate(path), path, problem))
     if problems:
         return text
+    pieces = iter(kept)
+    remember(path, result, _REFERENCE.sub(lambda _: next(pieces), text))
     match = _REFERENCE.fullmatch(text)
     if match and match.group(1):  # exactly one reference: read the result as a YAML scalar
         try:
