@@ -162,3 +162,22 @@ def test_the_importance_plot_of_too_few_trials_comes_with_a_caution(tmp_path: Pa
     assert importance_caution([tmp_path / "optimization_history.png"], study) is None  # no importance plot drawn
     study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=IMPORTANCE_TRIALS)
     assert importance_caution([plot], study) is None
+
+
+def test_the_median_rule_waits_a_third_of_a_trials_val_phases_unless_told() -> None:
+    """In a trial's first epochs every trial is near chance: pruning there (a warm-up of 1 val phase)
+    stopped 3 of 5 trials of a short sweep at random (issue 41)."""
+    from types import SimpleNamespace
+
+    from dsl.sweep.driver import val_phases, warmup_phases
+
+    runner = {"workflow": [["train", 1], ["val", 1]], "max_epochs": 12}
+    assert val_phases(runner) == 12
+    assert val_phases({"workflow": [["train", 4], ["val", 1]], "max_iters": 40, "max_epochs": None}) == 10
+    plan = SimpleNamespace(sweep={"early_stopping": {"type": "median"}}, pipeline={"runner": runner})
+    assert warmup_phases(plan) == 4
+    plan.sweep["early_stopping"]["warmup_phases"] = 1
+    assert warmup_phases(plan) == 1
+    short = SimpleNamespace(sweep={"early_stopping": {"type": "median"}},
+                            pipeline={"runner": {"workflow": [["train", 1], ["val", 1]], "max_epochs": 2}})
+    assert warmup_phases(short) == 1

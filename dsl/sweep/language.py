@@ -56,8 +56,9 @@ EARLY_STOPPING_SCHEMA: dict[str, Any] = {
     "properties": {
         "type": {"description": "median or asha.", "enum": ["median", "asha"]},
         "warmup_phases": {
-            "description": "median: val phases a trial runs before it may be stopped.",
-            "type": "integer", "minimum": 0, "default": 1,
+            "description": ("median: val phases a trial runs before it may be stopped; null = a third of a "
+                            "trial's val phases (in the first epochs every trial is near chance)."),
+            "type": ["integer", "null"], "minimum": 0, "default": None,
         },
         "startup_trials": {
             "description": "median: trials that finish before any is stopped.",

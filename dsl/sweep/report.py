@@ -22,8 +22,14 @@ IMPORTANCE_TRIALS = 10
 
 def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
     """One row per trial: number, state, metric, duration, each parameter, reason."""
+    from dsl.sweep.driver import shown_number
+
     rows = [["trial", "state", plan.metric, "seconds", *(s.path for s in plan.spaces), "reason"]]
-    for trial in study.get_trials(deepcopy=False):
+    trials = study.get_trials(deepcopy=False)
+    continued = {t.user_attrs.get("retry_of") for t in trials}  # interrupted attempts a re-run took over
+    for trial in trials:
+        if trial.number in continued:
+            continue
         value = trial.value if trial.value is not None else (
             trial.intermediate_values[max(trial.intermediate_values)] if trial.intermediate_values else None)
         seconds = trial.user_attrs.get("seconds")
@@ -34,7 +40,7 @@ def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
         if state == "fail" and trial.user_attrs.get("interrupted"):
             state = "interrupted"
         rows.append([
-            str(trial.number), state, "" if value is None else f"{value:.4g}",
+            str(shown_number(trial)), state, "" if value is None else f"{value:.4g}",
             "" if seconds is None else f"{seconds:.1f}",
             *(_shown(trial.params.get(s.path)) for s in plan.spaces),
             trial.user_attrs.get("failure", "") if state in ("fail", "interrupted") else "",
@@ -76,7 +82,9 @@ def write_best(plan: SweepPlan, trial: Any) -> Path | None:
 
     pipeline = yaml.safe_load(source.read_text(encoding="utf-8"))
     pipeline["runner"]["model_dir"] = f"runs/{plan.pipeline['name']}-best"
-    header = (f"# The best trial (#{trial.number}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"
+    from dsl.sweep.driver import shown_number
+
+    header = (f"# The best trial (#{shown_number(trial)}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"
               f"# with {json.dumps(trial.params)}. Train it with: dslrun {plan.directory / 'best.yaml'}\n")
     path = plan.directory / "best.yaml"
     atomic_write_text(path, header + dump_pipeline(pipeline))
@@ -120,7 +128,9 @@ def write_report(plan: SweepPlan, study: Any, out: IO[str]) -> None:
     if best is None:
         out.write("no trial has finished yet\n")
         return
-    out.write(f"best: trial {best.number}, {plan.metric} {best.value:.6g}, {json.dumps(best.params)}\n")
+    from dsl.sweep.driver import shown_number
+
+    out.write(f"best: trial {shown_number(best)}, {plan.metric} {best.value:.6g}, {json.dumps(best.params)}\n")
     path = write_best(plan, best)
     if path is not None:
         out.write(f"best pipeline: {path}\n")
