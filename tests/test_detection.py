@@ -359,6 +359,14 @@ def test_coco_json_batches_are_the_csv_ones_and_name_the_categories(boxes: Path)
         np.testing.assert_allclose(a[key].numpy(), b[key].numpy())
 
 
+def test_validate_data_names_the_coco_categories_as_training_does(boxes: Path) -> None:
+    """`validate --data` showed COCO categories as indices while predict named them (issue 41)."""
+    from dsl.tasks.object_detection._data_check import detection_split
+
+    split = detection_split(params(boxes / "train.json", classes=None), "train", "coco")
+    assert split.class_names == ["disc", "square", "triangle"]
+
+
 def test_training_on_a_bad_row_stops_with_one_located_line(boxes: Path, tmp_path: Path) -> None:
     lines = (boxes / "train.csv").read_text().splitlines()
     lines[2] = "train/images/00001.png,10,10,5,20,disc"

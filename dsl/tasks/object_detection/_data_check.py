@@ -91,6 +91,11 @@ def detection_split(params: dict[str, Any], mode: str, layout: str) -> Split:
     """The split of `mode`: an Example per image, a Problem per bad row or annotation, box statistics after."""
     stats = BoxStats(params.get("image_shape") or [64, 64, 3])
     names = class_names_of(params) if params.get("classes") is None or len(params["classes"]) == params["num_classes"] else None
+    if names is None and layout == "coco":  # the categories' names, as training and predict name them
+        from dsl.tasks.object_detection._box_listing import coco_class_names
+
+        found = coco_class_names(params)
+        names = found if found is not None and len(found) == params["num_classes"] else None
     split = Split(_items(params, mode, layout, stats), source=", ".join(as_list(params[mode])), class_names=names)
     split.details = lambda pipeline: stats.lines(pipeline, names)
     split.warnings = lambda pipeline: stats.anchor_warnings(pipeline, mode)
