@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep schema docs lint clean
+.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep ding schema docs lint clean
 
 install: $(STAMP)
 
@@ -183,8 +183,20 @@ bench-quick: install
 
 # Every shipped pipeline at 1, 2 and 4 ranks (horovodrun, collective; ps workers): the val metric
 # each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
-bench-quality: install
+# Then translation on a real corpus (Debian's Ding dictionary, trans-de-en, installed with apt when
+# root): dslrun's shipped Transformer against keras.io's written by hand, the same wall time.
+bench-quality: install ding
 	$(BIN)/python bench/quality.py --write-docs
+	$(BIN)/python bench/translation_quality.py --write-docs
+
+ding:
+	@if [ ! -f /usr/share/trans/de-en ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq trans-de-en >/dev/null; \
+	  else \
+	    echo "make: the translation bench reads Debian's Ding dictionary: sudo apt-get install trans-de-en"; \
+	  fi; \
+	fi
 
 # One row of it judged on several seeds per cell (docs/benchmarks.md), e.g.
 # make bench-quality-seeds PIPELINE=detection.yaml SEEDS=5,1,2 SET=runner.max_epochs=30
