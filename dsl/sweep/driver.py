@@ -30,7 +30,7 @@ from dsl.language.errors import DslError
 from dsl.sweep.checks import available_slots
 from dsl.sweep.plan import SweepPlan
 from dsl.sweep.space import override
-from dsl.sweep.trial import TrialProcess, launcher
+from dsl.sweep.trial import TrialProcess, launcher, shown_number
 
 POLL_SECONDS = 0.5
 HEARTBEAT_SECONDS = 30
@@ -138,12 +138,6 @@ def budget(plan: SweepPlan) -> int:
             size *= len(space.grid())
         most = min(most, size)
     return most
-
-
-def shown_number(trial: Any) -> int:
-    """The trial's number as the user knows it: a re-run of an interrupted trial keeps the number of the
-    trial it continues (Optuna numbers every attempt anew)."""
-    return int(trial.user_attrs.get("trial_of", trial.number))
 
 
 def is_retried(trial: Any) -> bool:

@@ -22,7 +22,7 @@ IMPORTANCE_TRIALS = 10
 
 def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
     """One row per trial: number, state, metric, duration, each parameter, reason."""
-    from dsl.sweep.driver import shown_number
+    from dsl.sweep.trial import shown_number
 
     rows = [["trial", "state", plan.metric, "seconds", *(s.path for s in plan.spaces), "reason"]]
     trials = study.get_trials(deepcopy=False)
@@ -82,7 +82,7 @@ def write_best(plan: SweepPlan, trial: Any) -> Path | None:
 
     pipeline = yaml.safe_load(source.read_text(encoding="utf-8"))
     pipeline["runner"]["model_dir"] = f"runs/{plan.pipeline['name']}-best"
-    from dsl.sweep.driver import shown_number
+    from dsl.sweep.trial import shown_number
 
     header = (f"# The best trial (#{shown_number(trial)}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"
               f"# with {json.dumps(trial.params)}. Train it with: dslrun {plan.directory / 'best.yaml'}\n")
@@ -128,7 +128,7 @@ def write_report(plan: SweepPlan, study: Any, out: IO[str]) -> None:
     if best is None:
         out.write("no trial has finished yet\n")
         return
-    from dsl.sweep.driver import shown_number
+    from dsl.sweep.trial import shown_number
 
     out.write(f"best: trial {shown_number(best)}, {plan.metric} {best.value:.6g}, {json.dumps(best.params)}\n")
     path = write_best(plan, best)

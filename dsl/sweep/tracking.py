@@ -37,7 +37,7 @@ def finish_parent(tracking: dict[str, Any], run_id: str, study: Any, plan: Sweep
         best = None
     if best is not None:
         client.log_metric(run_id, f"best/{plan.metric}", float(best.value), step=best.number)
-        from dsl.sweep.driver import shown_number
+        from dsl.sweep.trial import shown_number
 
         client.set_tag(run_id, "dslrun.best_trial", str(shown_number(best)))
     client.set_terminated(run_id, status={0: "FINISHED", 130: "KILLED"}.get(code, "FAILED"))

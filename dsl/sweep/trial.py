@@ -201,3 +201,9 @@ def _signal_all(pids: list[int], signum: int) -> None:
             os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def shown_number(trial: Any) -> int:
+    """The trial's number as the user knows it: a re-run of an interrupted trial keeps the number of the
+    trial it continues (Optuna numbers every attempt anew)."""
+    return int(trial.user_attrs.get("trial_of", trial.number))
