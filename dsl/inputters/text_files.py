@@ -7,6 +7,7 @@ validate --data`, so a file that is not UTF-8 gets the same located message ever
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dsl.language.errors import DslError
 
@@ -24,3 +25,22 @@ def utf8_problem(data: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
     """The line where `data` stops being UTF-8, and what to do about it."""
     line = data[: exc.start].count(b"\n") + 1
     return line, f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8"
+
+
+def predict_texts(paths: list[str], texts: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """`dslrun predict`'s inputs of a text pipeline: each --text, then each non-blank line of each file,
+    as records naming their file and line; and a line per unreadable file."""
+    sources: list[dict[str, Any]] = [{"text": text} for text in texts]
+    problems = []
+    for path in paths:
+        try:
+            content = decoded(Path(path).read_bytes(), path)
+        except OSError as exc:
+            problems.append(f"cannot read file {path}: {exc.strerror or exc}")
+            continue
+        except DslError as exc:
+            problems.append(f"cannot read file {exc}")
+            continue
+        lines = [line.rstrip("\r") for line in content.split("\n")]
+        sources += [{"file": path, "line": number, "text": line} for number, line in enumerate(lines, 1) if line.strip()]
+    return sources, problems

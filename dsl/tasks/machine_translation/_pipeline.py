@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from dsl.inputters.pipeline import AUTOTUNE, BaseInputter, remember_listings
 from dsl.inputters.serving import ServingInput
-from dsl.inputters.text_files import decoded
+from dsl.inputters.text_files import predict_texts
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.tasks.machine_translation import _token_batches as token_batches
@@ -142,19 +142,7 @@ class ParallelTextInputter(BaseInputter):
 
     def predict_inputs(self, paths: list[str], texts: list[str]) -> list[tuple[dict[str, Any], Any]]:
         """Each --text, then each non-blank line of each file (UTF-8), as source ids."""
-        sources: list[dict[str, Any]] = [{"text": text} for text in texts]
-        problems = []
-        for path in paths:
-            try:
-                content = decoded(Path(path).read_bytes(), path)
-            except OSError as exc:
-                problems.append(f"cannot read file {path}: {exc.strerror or exc}")
-                continue
-            except DslError as exc:
-                problems.append(f"cannot read file {exc}")
-                continue
-            lines = [line.rstrip("\r") for line in content.split("\n")]
-            sources += [{"file": path, "line": number, "text": line} for number, line in enumerate(lines, 1) if line.strip()]
+        sources, problems = predict_texts(paths, texts)
         ids = self.tokenizers.encode("source", [source["text"] for source in sources])
         for source, row in zip(sources, ids):
             if len(row) >= self.length:
