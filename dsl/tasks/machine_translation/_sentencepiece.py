@@ -20,12 +20,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsl.engine.rundir import atomic_write_bytes
 from dsl.language.errors import DslError
 
 SETTINGS_FILE = "sentencepiece.json"
@@ -209,20 +208,7 @@ def save(model_dir: Path, settings: dict[str, Any], tokenizers: Tokenizers) -> N
     files = {side: "sentencepiece.model" if shared else f"sentencepiece_{side}.model" for side in SIDES}
     protos = {"source": tokenizers.source_proto, "target": tokenizers.target_proto}
     for side in SIDES:
-        _atomic(model_dir / files[side], protos[side])
+        atomic_write_bytes(model_dir / files[side], protos[side])
     record = {"settings": settings, "files": files,
               "sha256": {side: hashlib.sha256(protos[side]).hexdigest() for side in SIDES}}
-    _atomic(model_dir / SETTINGS_FILE, (json.dumps(record, indent=1) + "\n").encode())
-
-
-def _atomic(path: Path, data: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(model_dir / SETTINGS_FILE, (json.dumps(record, indent=1) + "\n").encode())
