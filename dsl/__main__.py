@@ -2,4 +2,5 @@
 
 from dsl.cli import main
 
-main(prog_name="dslrun")
+if __name__ == "__main__":  # not when a worker process imports it (multiprocessing)
+    main(prog_name="dslrun")

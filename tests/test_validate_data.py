@@ -366,7 +366,7 @@ def test_tfrecord_records_are_parsed_without_tensorflow(tmp_path: Path, data: Pa
     path = pipeline(tmp_path, data, TFRECORD)
     result = invoke("validate", "--data", str(path))
     assert result.exit_code == 1
-    assert f"{data}/train.tfrecord:1:1: error: inputter.train: record 3: the image is truncated" in result.stdout
+    assert f"{data}/train.tfrecord:1:1: error: inputter.train: train.tfrecord record 3: the image is truncated" in result.stdout
     assert (f"{data}/train.tfrecord:1:1: error: inputter.train: record 5: label 7 (feature 'image/class/label') is "
             "outside 0..2") in result.stdout
     assert "inputter.val: 10 of 10 images have the same content as a train image" in result.stdout

@@ -65,9 +65,18 @@ _GLOB_CHARS = frozenset("*?[")
     metavar="N",
     help="With --data: the number of processes that will train (each gets 1/N of the data per epoch).",
 )
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --data: inspect N images per split drawn at random instead of every one (every row is still "
+    "listed and its label checked); the summary says what share of bad images the sample finds with 95% "
+    "probability. For large sets: 5000 takes seconds where 1.28 million images take minutes.",
+)
 def command(
     paths: tuple[str, ...], overrides: tuple[str, ...], output_format: str, with_data: bool, world_size: int,
-    with_build: bool = False,
+    with_build: bool = False, sample: int | None = None,
 ) -> None:
     """Check pipeline files: YAML, schema, extends, --set, ${ENV} and cross-section rules.
 
@@ -89,20 +98,22 @@ def command(
     """
     if world_size != 1 and not with_data:
         raise click.UsageError("--world-size only applies to --data")
+    if sample is not None and not with_data:
+        raise click.UsageError("--sample only applies to --data")
     reports: list[tuple[str, list[Diagnostic]]] = []
     summaries: dict[str, list[Any]] = {}
     for name, problem in expand_paths(paths):
         if problem is not None:
             reports.append((name, [problem]))
             continue
-        diagnostics = _check(name, overrides, world_size if with_data else None, summaries, with_build)
+        diagnostics = _check(name, overrides, world_size if with_data else None, summaries, with_build, sample)
         reports.append((name, diagnostics))
     _emit(reports, output_format, summaries if with_data else None)
     sys.exit(1 if any(_errors(d) for _, d in reports) else 0)
 
 
 def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summaries: dict[str, list[Any]],
-           build: bool = False) -> list[Diagnostic]:
+           build: bool = False, sample: int | None = None) -> list[Diagnostic]:
     """The diagnostics of one file; with a `world_size`, of its data too (its split reports go to `summaries`);
     with `build`, of its network built and traced on zeros."""
     from dsl.language.pipeline import check_pipeline_with_sources
@@ -119,7 +130,7 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
     from dsl.language.errors import DslError
 
     try:
-        found, splits, scaled = check_data(resolved, sources, world_size, {d.path for d in diagnostics})
+        found, splits, scaled = check_data(resolved, sources, world_size, {d.path for d in diagnostics}, sample)
     except DslError as exc:
         fail(str(exc))
     batch = scaled.scaling.batch_size if scaled else None

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dsl.data_check.examples import Example, Problem, Split
-from dsl.data_check.images import ImageFacts, inspect_file
+from dsl.data_check.inspection import SAMPLED, inspect, inspected
 from dsl.data_check.report import SplitReport, split_warnings, steps
+from dsl.data_check.sample import Reservoir
 from dsl.data_check.scaling import ScalingReport, scaling_at, scaling_report
 from dsl.data_check.text import text_facts
 from dsl.inputters import MODES, declared_modes
@@ -38,13 +39,15 @@ _KEY_PREFIX = re.compile(r"^inputter\.(?P<key>[a-z_]+): ")
 
 
 def check_data(
-    resolved: dict[str, Any], sources: SourceMap, world_size: int = 1, known: Iterable[str] = ()
+    resolved: dict[str, Any], sources: SourceMap, world_size: int = 1, known: Iterable[str] = (),
+    sample: int | None = None,
 ) -> tuple[list[Diagnostic], list[SplitReport], ScalingReport | None]:
     """Every problem of the data (located), one report per split the inputter declares, and
     what `world_size` processes make of the batch and the learning rate (dsl.data_check.scaling).
 
     `known` are the paths plain validate already reported, so that a schedule problem seen
-    in epochs is not reported again in steps.
+    in epochs is not reported again in steps. With `sample`, every example is listed but only
+    that many images of each split, drawn at random, are inspected (dsl.data_check.sample).
     """
     _require_pillow()
     inputter = resolved["inputter"]
@@ -59,7 +62,7 @@ def check_data(
     for mode in (m for m in MODES if m in declared_modes(inputter)):
         report = SplitReport(f"inputter.{mode}", mode)
         split = component.examples(inputter, mode)
-        diagnostics += _check_split(split, report, inputter, sources)
+        diagnostics += _check_split(split, report, inputter, sources, sample)
         report.details = split.details(resolved) if split.details is not None else []
         if split.warnings is not None:
             diagnostics += [_at_yaml(sources, path, message, "warning") for path, message in split.warnings(resolved)]
@@ -87,7 +90,8 @@ def check_data(
     return diagnostics, reports, scaled
 
 
-def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], sources: SourceMap,
+                 sample: int | None = None) -> list[Diagnostic]:
     report.source, report.class_names, report.generated = split.source, split.class_names, split.count
     found: list[Diagnostic] = []
     extra = 0
@@ -99,39 +103,39 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
         else:
             extra += 1
 
+    def unusable(item: Example, why: str) -> None:
+        report.unusable += 1
+        if inputter.get("skip_corrupt"):
+            add(Diagnostic.at(item.where, report.key, f"{why}; skip_corrupt leaves it out", "warning"))
+        else:
+            add(Diagnostic.at(item.where, report.key, f"{why}; fix or remove it (or set inputter.skip_corrupt: true)"))
+
+    reservoir = Reservoir(sample) if sample is not None else None
     seen_problems: set[str] = set()
-    for item in split.items:
+    for item, facts in inspected(split.items, reservoir):
         if isinstance(item, Problem):
             if item.message not in seen_problems:
                 seen_problems.add(item.message)
                 add(_located(item, report.mode, sources))
-            continue
-        facts = _inspect(item)
-        if not isinstance(facts, str):
-            report.count(item, facts)
-            continue
-        report.unusable += 1
-        if inputter.get("skip_corrupt"):
-            add(Diagnostic.at(item.where, report.key, f"{facts}; skip_corrupt leaves it out", "warning"))
+        elif facts is SAMPLED:
+            report.count(item, None)
+        elif isinstance(facts, str):
+            unusable(item, facts)
         else:
-            add(Diagnostic.at(item.where, report.key, f"{facts}; fix or remove it (or set inputter.skip_corrupt: true)"))
+            report.count(item, facts)
+    if reservoir is not None:
+        report.inspected, report.listed = len(reservoir.items), reservoir.seen
+        for item in reservoir.items:
+            facts = inspect(item)
+            if isinstance(facts, str):
+                report.uncount(item)
+                unusable(item, facts)
+            elif facts is not None:
+                report.count_facts(facts, item.origin)
     if extra:
         found.append(_at_yaml(sources, ("inputter", report.mode),
                               f"{extra} more problems in this split (the first {MAX_REPORTED} are shown)", "error"))
     return found
-
-
-def _inspect(item: Example) -> ImageFacts | str | None:
-    """The example's image facts (inspecting its file now), why the image is unusable, or None
-    for an example without an image (a text: its digest is all there is to count)."""
-    if item.problem is not None:
-        return item.problem
-    if item.facts is not None:
-        return item.facts
-    if item.path is None and item.digest is not None:
-        return None
-    facts = inspect_file(item.path or "")
-    return f"image {item.path}: {facts}" if isinstance(facts, str) else facts
 
 
 def _located(problem: Problem, mode: str, sources: SourceMap) -> Diagnostic:

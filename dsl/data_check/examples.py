@@ -26,12 +26,15 @@ class Example:
 
     An image found unusable while listing (a record's bytes that do not decode) has a
     `problem` instead of facts; like a bad file, it is an error, or a warning under `skip_corrupt`.
+    An image read in memory (a record's bytes) comes as `data`, inspected by `dsl.data_check`
+    like a file, so that `--sample` leaves the unsampled ones alone.
     """
 
     label: int | None  # None: an example without a class (a sentence pair)
     origin: str  # for people: "train.csv line 17", "data_batch_1.bin record 5"
     where: Location  # where a problem with this example is reported
     path: str | None = None  # an image file still to inspect
+    data: bytes | None = None  # an encoded image read already (a record's bytes), still to inspect
     facts: ImageFacts | None = None  # known already (records read in memory)
     problem: str | None = None  # why the image, read already, is unusable
     digest: bytes | None = None  # content digest of an example without an image (a text)

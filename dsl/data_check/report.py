@@ -41,6 +41,9 @@ class SplitReport:
     text: dict[str, Any] = field(default_factory=dict)  # dsl.data_check.text.text_facts
     pixels: Counter[int] = field(default_factory=Counter)  # masks: class -> pixels
     details: list[str] = field(default_factory=list)  # what the inputter adds (Split.details)
+    # --sample: the images inspected out of those listed (sizes, modes and digests are the sample's)
+    inspected: int | None = None
+    listed: int = 0
 
     def count(self, example: Example, facts: ImageFacts | None) -> None:
         """One usable example: its class, its image's size and mode (when it is an image) and
@@ -49,16 +52,26 @@ class SplitReport:
         if example.label is not None:  # a sentence pair has no class
             self.labels[example.label] += 1
         if facts is not None:
-            self.sizes[(facts.width, facts.height)] += 1
-            self.modes[facts.mode] += 1
+            self.count_facts(facts, example.origin)
         if example.pixels is not None:
             self.pixels.update(example.pixels)
         if example.words is not None:
             self.lengths.append(len(example.words))
             self.words.update(example.words)
-        digest = facts.digest if facts is not None else example.digest
-        if digest is not None:
-            self.digests.setdefault(digest, example.origin)
+        if facts is None and example.digest is not None:
+            self.digests.setdefault(example.digest, example.origin)
+
+    def count_facts(self, facts: ImageFacts, origin: str = "") -> None:
+        """One usable image's size, mode and content digest."""
+        self.sizes[(facts.width, facts.height)] += 1
+        self.modes[facts.mode] += 1
+        self.digests.setdefault(facts.digest, origin)
+
+    def uncount(self, example: Example) -> None:
+        """Take back an example counted as usable before its image was found unusable (--sample)."""
+        self.examples -= 1
+        if example.label is not None:
+            self.labels[example.label] -= 1
 
     def class_name(self, label: int) -> str:
         if self.class_names and 0 <= label < len(self.class_names):
@@ -82,6 +95,10 @@ class SplitReport:
             low, high = min(self.labels.values()), max(self.labels.values())
             parts.append(f"{len(self.labels)} classes, {low}-{high} each" if low != high else
                          f"{len(self.labels)} classes, {low} each")
+        if self.inspected is not None:
+            from dsl.data_check.sample import promise
+
+            parts[0] += f" ({promise(self.inspected, self.listed)})"
         if self.sizes:
             parts.append(f"{_sizes(self.sizes)} {_counted(self.modes)}")
             height, width, channels = inputter.get("image_shape") or (None, None, None)
@@ -104,6 +121,7 @@ class SplitReport:
             "sizes": {f"{w}x{h}": count for (w, h), count in self.sizes.most_common()},
             "modes": dict(self.modes.most_common()),
             "steps": self.steps,
+            **({"inspected": self.inspected} if self.inspected is not None else {}),
             **({"text": self.text} if self.text else {}),
             **({"pixels": {str(k): count for k, count in sorted(self.pixels.items())}} if self.pixels else {}),
             **({"details": list(self.details)} if self.details else {}),
@@ -155,7 +173,8 @@ def split_warnings(report: SplitReport, train: SplitReport | None, num_classes: 
             first = shared[0]
             one = len(shared) == 1
             kind = "image" if report.sizes else "example"
-            found.append((f"{len(shared)} of {report.examples} {kind}s {'has' if one else 'have'} the same content as "
+            among = f"{report.inspected} sampled" if report.inspected is not None else str(report.examples)
+            found.append((f"{len(shared)} of {among} {kind}s {'has' if one else 'have'} the same content as "
                           f"a train {kind} ({'' if one else 'e.g. '}{report.digests[first]} = {train.digests[first]}), "
                           f"so the {report.mode} score overstates what the model learnt; remove "
                           f"{'it' if one else 'them'} from one of the splits", "warning"))

@@ -61,7 +61,6 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 
 def _examples(files: list[Path], key: str, params: dict[str, Any]) -> Iterator[Any]:
     from dsl.data_check.examples import Example, Problem
-    from dsl.data_check.images import inspect_bytes
     from dsl.language.diagnostics import Location
     from dsl.tasks.image_classification._example_proto import parse_features
 
@@ -85,11 +84,7 @@ def _examples(files: list[Path], key: str, params: dict[str, Any]) -> Iterator[A
                     yield Problem(f"record {number} has no (or an empty) feature {image_key!r}; set inputter.image_key "
                                   "to the feature holding the encoded image", where)
                     continue
-                facts = inspect_bytes(image[0])
-                if isinstance(facts, str):
-                    yield Example(label[0], origin, where, problem=f"record {number}: the image is {facts}")
-                else:
-                    yield Example(label[0], origin, where, facts=facts)
+                yield Example(label[0], origin, where, data=image[0])
         except DslError as exc:
             yield Problem(str(exc).removeprefix(f"{key}: "), where)
 
