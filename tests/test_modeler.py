@@ -393,3 +393,21 @@ def test_per_class_values_for_the_val_record_are_named_by_class_and_optional():
     # Above per_class_metrics classes the record keeps macro_f1 only, and nothing is drawn.
     lean = builder({"type": "image_classification", "per_class_metrics": 2}, context)
     assert lean.report_outputs(report) == {} and lean.write_report(report, Path("unused"), "val", "t") == {}
+
+
+def test_the_confusion_matrix_is_counted_example_by_example_as_tensorflow_counts_it() -> None:
+    """ConfusionF1 scatters one count per example (not a dense matrix per batch): the same matrix."""
+    from dsl.modelers._class_report import ConfusionF1
+
+    rng = np.random.default_rng(0)
+    metric = ConfusionF1(50)
+    expected = np.zeros((50, 50))
+    for _ in range(3):
+        labels = rng.integers(0, 50, 256)
+        logits = rng.normal(size=(256, 50)).astype(np.float32)
+        logits[:128, 7] += 10.0  # many repeated (label, 7) pairs in one batch
+        metric.update_state(tf.constant(labels), tf.constant(logits))
+        expected += tf.math.confusion_matrix(labels, logits.argmax(axis=1), 50, dtype=tf.float64).numpy()
+    assert np.array_equal(metric.total_cm.numpy(), expected) and expected.sum() == 768
+    with pytest.raises(tf.errors.InvalidArgumentError, match="outside 0..num_classes-1"):
+        metric.update_state(tf.constant([50]), tf.constant(np.ones((1, 50), np.float32)))
