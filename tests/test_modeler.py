@@ -409,5 +409,5 @@ def test_the_confusion_matrix_is_counted_example_by_example_as_tensorflow_counts
         metric.update_state(tf.constant(labels), tf.constant(logits))
         expected += tf.math.confusion_matrix(labels, logits.argmax(axis=1), 50, dtype=tf.float64).numpy()
     assert np.array_equal(metric.total_cm.numpy(), expected) and expected.sum() == 768
-    with pytest.raises(tf.errors.InvalidArgumentError, match="outside 0..num_classes-1"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside 0\.\.num_classes-1"):
         metric.update_state(tf.constant([50]), tf.constant(np.ones((1, 50), np.float32)))
