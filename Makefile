@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-stacks bench-sweep ding schema docs lint clean
+.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-data-scale bench-stacks bench-sweep ding schema docs lint clean
 
 install: $(STAMP)
 
@@ -173,6 +173,12 @@ demo: install $(DATA)/train.csv
 
 bench-validate: install
 	$(BIN)/python bench/validate_speed.py
+
+# What dslrun costs as the data grows to ImageNet's 1.28M rows (docs/benchmarks.md, "Cost of scale: data").
+# Needs GNU time (apt-get install time). About 40 minutes and 1.5 GB of temporary files here.
+bench-data-scale: install
+	@test -x /usr/bin/time || { echo "make: bench-data-scale measures peak memory with GNU time: sudo apt-get install time"; exit 1; }
+	$(BIN)/python bench/data_scale.py
 
 # dslrun against hand-written Keras fit / tf.function / Horovod loops (see docs/benchmarks.md).
 bench: install

@@ -149,6 +149,7 @@ def label_of(row: int) -> int:
 
 
 def make_csv(out: Path, images: list[Path], rows: int, name: str) -> Path:
+    """`rows` rows `path,label` repeating the images, labels cycling through the classes."""
     path = out / f"{name}.csv"
     with path.open("w") as handle:
         handle.write("path,label\n")
@@ -157,16 +158,15 @@ def make_csv(out: Path, images: list[Path], rows: int, name: str) -> Path:
     return path
 
 
-def make_folder(out: Path, images: list[Path], rows: int) -> Path:
+def make_folder(out: Path, images: list[Path], rows: int) -> None:
     """Class folders c0000..c0999 of hard links to the images (ImageNet's layout)."""
     for label in range(CLASSES):
         (out / f"c{label:04d}").mkdir(parents=True, exist_ok=True)
     for row in range(rows):
         os.link(images[row % len(images)], out / f"c{label_of(row):04d}" / f"{row:07d}.png")
-    return out
 
 
-def make_records(out: Path, images: list[Path], rows: int) -> str:
+def make_records(out: Path, images: list[Path], rows: int) -> None:
     """TFRecord shards of about 10,000 examples each (ImageNet's are 1,250)."""
     import tensorflow as tf
 
@@ -182,7 +182,6 @@ def make_records(out: Path, images: list[Path], rows: int) -> str:
         writers[row % shards].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     for writer in writers:
         writer.close()
-    return str(out / "train-*")
 
 
 # ------------------------------------------------------------------------------- running
@@ -251,11 +250,18 @@ def main() -> None:
         sets: dict[tuple[str, int], str] = {}
         for size in sizes:
             folder = out / f"n{size}"
-            folder.mkdir(exist_ok=True)
-            sets[("csv", size)] = str(make_csv(folder, images, size, "train"))
-            sets[("folder", size)] = str(make_folder(folder / "train", images, size))
-            sets[("tfrecord", size)] = make_records(folder / "records", images, size)
-        print(f"data: {len(sizes)} sizes x 3 forms made in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            made = folder / "made"  # a kept --out folder is reused
+            if not made.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir()
+                make_csv(folder, images, size, "train")
+                make_folder(folder / "train", images, size)
+                make_records(folder / "records", images, size)
+                made.touch()
+            sets[("csv", size)] = str(folder / "train.csv")
+            sets[("folder", size)] = str(folder / "train")
+            sets[("tfrecord", size)] = str(folder / "records" / "train-*")
+        print(f"data: {len(sizes)} sizes x 3 forms ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
         if "validate" in parts:
             for size in sizes:

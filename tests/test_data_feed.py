@@ -135,3 +135,35 @@ def test_every_shard_is_shuffled_its_own_way() -> None:
     # One process (shard 0) keeps the order it always had.
     alone = [int(n) for n in inputter._shuffled(tf.data.Dataset.range(96), "train", 1, seed=5)]
     assert alone == [int(n) for n in tf.data.Dataset.range(96).shuffle(min(96, inputter.params["shuffle_buffer"]), seed=5)]
+
+
+def test_a_resume_leaves_out_the_skipped_examples_before_reading_them(tmp_path) -> None:
+    """Resumed at batch 3, the images of batches 0-2 are never read (they are deleted here):
+    the inputter skips raw examples, not decoded batches, and the batches that follow are the
+    uninterrupted epoch's."""
+    from PIL import Image
+
+    rows = []
+    for index in range(48):
+        Image.fromarray(np.full((4, 4, 3), index, np.uint8)).save(tmp_path / f"{index}.png")
+        rows.append(f"{index}.png,{index % 2}")
+    (tmp_path / "train.csv").write_text("path,label\n" + "\n".join(rows) + "\n")
+    section = {"type": "image_classification_csv", "train": str(tmp_path / "train.csv"), "num_classes": 2,
+               "image_shape": [4, 4, 3], "batch_size": 8}
+    component = lookup("inputter", "image_classification_csv")
+    section.update({k: v["default"] for k, v in component.params.items() if k not in section and "default" in v})
+    section["shuffle_buffer"] = 0  # the file order: the first three batches are images 0-23
+    inputter = component.builder(section, BuildContext())
+    augmenter = CifarAugmenter({"padding": 1, "crop": True, "horizontal_flip": True, "brightness": 0.0,
+                                "contrast": None, "standardize": False})
+    data = DataFeed(inputter, augmenter, LocalBackend(), batch_size=8, seed=7)
+    whole = taken(data.train_iterator(0, 0, steps_per_epoch=6), 6 + 2)
+    for index in range(24):
+        (tmp_path / f"{index}.png").unlink()
+    resumed = taken(data.train_iterator(0, 3, steps_per_epoch=6), 3)
+    assert_same(resumed, whole[3:6])  # augmentation seeds kept their positions
+    for index in range(24):
+        Image.fromarray(np.full((4, 4, 3), index, np.uint8)).save(tmp_path / f"{index}.png")
+    section["skip_corrupt"] = True  # which examples fill an epoch is known after decoding: skipped after it
+    data = DataFeed(component.builder(section, BuildContext()), augmenter, LocalBackend(), batch_size=8, seed=7)
+    assert_same(taken(data.train_iterator(0, 3, steps_per_epoch=6), 3), whole[3:6])

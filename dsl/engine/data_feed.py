@@ -20,6 +20,16 @@ def epoch_seed(seed: Any, epoch: Any) -> Any:
     return (seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
 
 
+def takes_skip(inputter: Inputter) -> bool:
+    """Whether the inputter's `dataset` can leave out the first batches of an epoch itself."""
+    import inspect
+
+    try:
+        return "skip" in inspect.signature(inputter.dataset).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class DataFeed:
     """The inputter and augmenter as the backend shards them, for one process."""
 
@@ -46,19 +56,29 @@ class DataFeed:
         gives for that epoch's seed (tests/test_data_feed.py). Each epoch is cut to
         `steps_per_epoch` because a rank whose shard holds one example more than another's
         can have one batch more, which must not run into the next epoch.
+
+        `skip` batches of the first epoch are left out by the inputter itself when its `dataset`
+        takes `skip` (as raw examples, before decoding: dsl.inputters.pipeline.BaseInputter);
+        otherwise the batches are made and dropped here.
         """
+        inputter_skips = bool(skip) and takes_skip(self.inputter)
 
         def dataset_fn() -> Dataset:
             import tensorflow as tf
 
             def one_epoch(number: Any) -> Dataset:
+                options: dict[str, Any] = {}
+                steps: Any = steps_per_epoch
+                if inputter_skips:  # the first epoch starts `skip` batches in
+                    options["skip"] = tf.cast(tf.equal(number, epoch), tf.int64) * skip
+                    steps = tf.maximum(steps_per_epoch - options["skip"], 0)
                 return self.inputter.dataset(
                     "train", self.augmenter.train, self.backend.num_shards, self.backend.shard_index,
-                    seed=epoch_seed(self.seed, number), batch_size=self.batch_size,
-                ).take(steps_per_epoch)
+                    seed=epoch_seed(self.seed, number), batch_size=self.batch_size, **options,
+                ).take(steps)
 
             dataset = tf.data.Dataset.counter(epoch).flat_map(one_epoch)
-            dataset = dataset.skip(skip) if skip else dataset
+            dataset = dataset.skip(skip) if skip and not inputter_skips else dataset
             return dataset.prefetch(tf.data.AUTOTUNE)
 
         return dataset_fn

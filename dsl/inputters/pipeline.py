@@ -137,27 +137,40 @@ class BaseInputter:
         shard_index: int = 0,
         seed: int | tf.Tensor | None = None,
         batch_size: int | None = None,
+        skip: int | tf.Tensor = 0,
     ) -> tf.data.Dataset:
-        """Batches of (images float32 (B, H, W, C), labels int32 (B,)) for `mode`; see the module doc."""
+        """Batches of (images float32 (B, H, W, C), labels int32 (B,)) for `mode`; see the module doc.
+
+        `skip` train batches are left out at the start, as raw examples before they are decoded:
+        resuming at step 10,000 of an ImageNet epoch used to decode and augment 640,000 images to
+        throw them away (docs/benchmarks.md, "Cost of scale: data"). The augmentation seeds
+        keep their positions, so the batches that follow are those of an uninterrupted epoch.
+        """
         self._check_mode(mode)
         calls = parallelism(self.params["num_parallel_calls"])
+        skipped = skipped_examples(skip, batch_size or self.params["batch_size"])
         if self.params["cache"]:
             data = self._cached_decoded(mode, num_shards, shard_index)
-            data = self._shuffled(data, mode, num_shards, seed, shard_index)
-        else:
+            data = leave_out(self._shuffled(data, mode, num_shards, seed, shard_index), skipped)
+        elif self.params.get("skip_corrupt"):  # which examples fill an epoch is known after decoding only
             data = self._raw(mode).shard(num_shards, shard_index)
             data = self._shuffled(data, mode, num_shards, seed, shard_index)
             data = data.map(self._decode, num_parallel_calls=calls)
-            data = self._skipping_corrupt(data, mode, num_shards, shard_index)
-        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls, batch_size)
+            data = leave_out(self._skipping_corrupt(data, mode, num_shards, shard_index), skipped)
+        else:
+            data = self._raw(mode).shard(num_shards, shard_index)
+            data = leave_out(self._shuffled(data, mode, num_shards, seed, shard_index), skipped)
+            data = data.map(self._decode, num_parallel_calls=calls)
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls, batch_size, skipped)
 
     def _augmented_batches(self, data: tf.data.Dataset, mode: str, augment: Callable[..., Any] | None,
                            num_shards: int, shard_index: int, seed: int | tf.Tensor | None, calls: int,
-                           batch_size: int | None = None) -> tf.data.Dataset:
-        """The tail of every inputter's pipeline: augment (when it changes anything), batch, prefetch."""
+                           batch_size: int | None = None, skipped: int | tf.Tensor = 0) -> tf.data.Dataset:
+        """The tail of every inputter's pipeline: augment (when it changes anything), batch, prefetch.
+        `skipped` examples were left out before `data`: the augmentation seeds count from there."""
         train = mode == "train"
         if augment is not None and changes_data(augment):
-            data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls)
+            data = _augmented(data, augment, seed if train else None, num_shards, shard_index, calls, skipped)
         data = data.batch(batch_size or self.params["batch_size"], drop_remainder=train and self.params["drop_remainder"])
         prefetch = parallelism(self.params["prefetch"])
         return data.prefetch(prefetch) if prefetch != 0 else data
@@ -325,6 +338,18 @@ def changes_data(augment: Callable[..., Any] | None) -> bool:
     return bool(declared)
 
 
+def skipped_examples(skip: int | tf.Tensor, batch_size: int) -> int | tf.Tensor:
+    """The examples in `skip` batches (the int 0 when nothing is skipped: no op is added)."""
+    if isinstance(skip, int) and skip == 0:
+        return 0
+    return tf.cast(skip, tf.int64) * batch_size
+
+
+def leave_out(data: tf.data.Dataset, examples: int | tf.Tensor) -> tf.data.Dataset:
+    """`data` without its first `examples` (unchanged for the int 0)."""
+    return data if isinstance(examples, int) and examples == 0 else data.skip(examples)
+
+
 def _augmented(
     data: tf.data.Dataset,
     augment: Callable[..., Any],
@@ -332,8 +357,10 @@ def _augmented(
     num_shards: int,
     shard_index: int,
     calls: int,
+    start: int | tf.Tensor = 0,
 ) -> tf.data.Dataset:
-    """`augment` mapped over the examples; with a seed, each example gets its own stateless seed."""
+    """`augment` mapped over the examples; with a seed, each example gets its own stateless seed
+    (from its position in the epoch: `start` for the first one of `data`)."""
     if seed is None or not _accepts_seed(augment):
         return data.map(lambda features, targets: augment(features, targets), num_parallel_calls=calls)
 
@@ -343,7 +370,8 @@ def _augmented(
         index = position * num_shards + shard_index
         return augment(features, targets, seed=tf.stack([tf.cast(seed, tf.int64), index]))  # type: ignore[no-any-return]
 
-    return data.enumerate().map(seeded, num_parallel_calls=calls)
+    numbered = data.enumerate() if isinstance(start, int) and start == 0 else data.enumerate(start=start)
+    return numbered.map(seeded, num_parallel_calls=calls)
 
 
 def _accepts_seed(function: Callable[..., Any]) -> bool:

@@ -19,7 +19,9 @@ from dsl.inputters.pipeline import (
     decode_image,
     fit_image,
     label_checked,
+    leave_out,
     parallelism,
+    skipped_examples,
 )
 from dsl.tasks.image_classification._cifar10_format import CHANNELS, CLASS_NAMES, HEIGHT, LABEL_BYTES, RECORD_BYTES, WIDTH
 
@@ -113,7 +115,8 @@ class SyntheticInputter(CountedInputter):
         self._labels = tf.concat(labels, axis=0)
 
     def dataset(self, mode: str, augment: Any = None, num_shards: int = 1, shard_index: int = 0,
-                seed: int | tf.Tensor | None = None, batch_size: int | None = None) -> tf.data.Dataset:
+                seed: int | tf.Tensor | None = None, batch_size: int | None = None,
+                skip: int | tf.Tensor = 0) -> tf.data.Dataset:
         """The shared pipeline's batches, made a batch at a time when nothing changes the images.
 
         Example numbers are sharded and shuffled as the shared pipeline does, then batched,
@@ -124,12 +127,14 @@ class SyntheticInputter(CountedInputter):
         shared per-example pipeline runs.
         """
         if changes_data(augment):
-            return super().dataset(mode, augment, num_shards, shard_index, seed, batch_size)
+            return super().dataset(mode, augment, num_shards, shard_index, seed, batch_size, skip)
         self._check_mode(mode)
         offset, size = self._offsets[mode], self._sizes[mode]
         numbers = self._shuffled(tf.data.Dataset.range(self.counts[mode]).shard(num_shards, shard_index),
                                  mode, num_shards, seed, shard_index)
-        data = numbers.batch(batch_size or self.params["batch_size"], drop_remainder=mode == "train" and self.params["drop_remainder"])
+        batch = batch_size or self.params["batch_size"]
+        numbers = leave_out(numbers, skipped_examples(skip, batch))
+        data = numbers.batch(batch, drop_remainder=mode == "train" and self.params["drop_remainder"])
         data = data.map(lambda batch: self._decode(offset + batch % size))
         prefetch = parallelism(self.params["prefetch"])
         return data.prefetch(prefetch) if prefetch != 0 else data
