@@ -1,12 +1,16 @@
 """The plug-in packages of docs/extending.md, installed as a user installs them (pip, from their
 folders under examples/plugins/, entry points written by setuptools) and used through the CLI:
-a network and a backend that dslrun has never heard of train a pipeline."""
+a network and a backend that dslrun has never heard of train a pipeline, and a task of its own
+(regression on CSV rows) generates its data, validates, trains and evaluates."""
 
 from __future__ import annotations
 
+import csv
 import importlib.metadata
 import json
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +21,8 @@ from e2e_support import DSLRUN, ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "plugins"
-PACKAGES = ("dslrun-example-network", "dslrun-example-backend")
+PACKAGES = ("dslrun-example-network", "dslrun-example-backend", "dslrun-example-task")
+TASK_PIPELINE = EXAMPLES / "dslrun-example-task" / "regression.yaml"
 
 PIPELINE = """\
 version: 1
@@ -35,7 +40,7 @@ runner:
 
 @pytest.fixture(scope="module")
 def site_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both example packages pip-installed into a folder of their own (the venv stays as it was)."""
+    """The example packages pip-installed into a folder of their own (the venv stays as it was)."""
     target = tmp_path_factory.mktemp("site-packages")
     sources = tmp_path_factory.mktemp("sources")
     for package in PACKAGES:
@@ -50,7 +55,8 @@ def site_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def dslrun(args: list[str], cwd: Path, site: Path | None) -> subprocess.CompletedProcess[str]:
-    env = {**ENV, "PYTHONPATH": str(site)} if site is not None else ENV
+    # The packages' folder first, then what the tests run with (the checkout under test, when it is not the installed one).
+    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), ENV.get("PYTHONPATH")]))} if site is not None else ENV
     return subprocess.run([*DSLRUN, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
@@ -74,3 +80,54 @@ def test_installed_plugin_packages_train_a_pipeline_that_names_their_types(tmp_p
     assert "example backend: hi from a plug-in package" in result.stderr
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["mode"] for r in records] == ["train", "val"] and "accuracy" in records[-1]
+
+
+@pytest.mark.slow
+def test_an_installed_task_package_generates_validates_trains_and_evaluates(tmp_path: Path, site_packages: Path) -> None:
+    """docs/extending.md's task, its commands as written there, run from a folder of the user's."""
+    pipeline = str(TASK_PIPELINE)
+    # Without the package its batch words and types are unknown, each at its line.
+    bare = dslrun(["validate", pipeline], tmp_path, None)
+    assert bare.returncode == 1 and f"{pipeline}:4:" in bare.stdout and "csv_regression" in bare.stdout
+    # `dslrun data` lists an installed task's generator and runs it.
+    listed = dslrun(["data", "--help"], tmp_path, site_packages)
+    assert "synthetic-regression" in listed.stdout, listed.stdout + listed.stderr
+    made = dslrun(["data", "synthetic-regression", "--out", "data/rows"], tmp_path, site_packages)
+    assert made.returncode == 0, made.stderr
+    assert "feature_columns: [x1, x2, x3, x4, x5, x6, x7, x8]" in made.stdout
+    rows = tmp_path / "data" / "rows"
+    assert (rows / "train.csv").is_file() and not (rows / "classes.txt").exists()
+    targets = [float(row["target"]) for row in csv.DictReader((rows / "eval.csv").open(encoding="utf-8"))]
+    spread = statistics.pstdev(targets)
+    assert spread > 1.5  # a target worth learning: predicting its mean leaves an RMSE of `spread`
+
+    plugin = ["--plugin", "dslrun_example_task"]
+    valid = dslrun(["validate", *plugin, "--data", pipeline], tmp_path, site_packages)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert "inputter.train: 1000 examples" in valid.stdout
+    # A bad row is located at its file and line; so is every other.
+    bad = tmp_path / "bad.csv"
+    lines = (rows / "train.csv").read_text(encoding="utf-8").splitlines()
+    lines[4] = "abc," + lines[4].split(",", 1)[1]
+    lines[8] = lines[8].rsplit(",", 1)[0]
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    checked = dslrun(["validate", *plugin, "--data", "--set", f"inputter.train={bad}", pipeline], tmp_path, site_packages)
+    assert checked.returncode == 1
+    assert f"{bad}:5:1: error: inputter.train: column 'x1': 'abc' is not a finite number" in checked.stdout
+    assert f"{bad}:9:1: error: inputter.train: expected 9 fields as in the header, found 8" in checked.stdout
+    # An image network on its rows is refused at the line, naming the networks that fit.
+    mismatched = dslrun(["validate", *plugin, "--set", "network={type: mlp}", pipeline], tmp_path, site_packages)
+    assert mismatched.returncode == 1 and "mlp_regressor" in mismatched.stdout
+
+    # run and eval import the installed package by its entry point; the network learns the function.
+    trained = dslrun([pipeline], tmp_path, site_packages)
+    assert trained.returncode == 0, trained.stderr
+    records = [json.loads(line) for line in (tmp_path / "runs" / "rows" / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in records if r["mode"] == "val"][-1]
+    assert {"loss", "mae", "rmse"} <= set(last) and last["epoch"] == 20
+    assert last["rmse"] < 0.3 * spread, (last, spread)
+    assert last["mae"] <= last["rmse"]
+    evaluated = dslrun(["eval", pipeline], tmp_path, site_packages)
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert result["rmse"] == pytest.approx(last["rmse"], rel=1e-5)
