@@ -20,6 +20,10 @@ from dsl.sweep.trial import descendants  # noqa: F401  (one /proc walker: the sw
 
 DSLRUN = [sys.executable, "-m", "dsl"]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+# Put before a docs page's shell block whose commands need a plug-in package installed: the package's
+# test runs them as written (tests/test_plugin_packages.py), tests/test_docs.py does not parse them
+# against the bare CLI.
+RUN_BY_PACKAGE_TEST = "<!-- run by tests/test_plugin_packages.py -->"
 # For horovodrun/mpirun: the venv's launchers on PATH, and OpenMPI allowed to run as root.
 MULTIRANK_ENV = {
     **ENV,

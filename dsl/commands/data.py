@@ -7,7 +7,7 @@
     dslrun data synthetic-detection --out data/boxes  # shapes with boxes: a box CSV and COCO JSON
 
 Each subcommand is a task's (its `data.py` registers it with dsl.datasets): this group lists what
-the tasks registered. Re-running over a complete directory with the same settings does nothing
+the tasks registered, an installed plug-in task's included. Re-running over a complete directory with the same settings does nothing
 (pass --force to write it again); an interrupted run leaves the directory marked incomplete, and
 the next run writes it again.
 """
@@ -18,13 +18,21 @@ import click
 
 from dsl.commands._common import user_errors
 from dsl.datasets import commands
+from dsl.language.plugins import load_plugins
 
 
 class _DataSets(click.Group):
-    """The data sets the tasks registered, found when `dslrun data` is run, not when it is imported."""
+    """The data sets the tasks registered, found when `dslrun data` is run, not when it is imported:
+    a plug-in task's among them (installed plug-ins, and `dslrun data --plugin MODULE NAME`)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        load_plugins(ctx.params.get("plugins") or (), installed=True)
         return sorted(commands())
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The group's own options are parsed by now: its plug-ins are imported before a data set is looked up."""
+        user_errors(load_plugins)(ctx.params.get("plugins") or (), installed=True)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return commands().get(name)

@@ -28,21 +28,24 @@ def register(command: click.Command) -> click.Command:
     return command
 
 
-def generated_set(name: str, *, items: str, num_train: int, num_val: int, num_classes: tuple[int, int, int],
+def generated_set(name: str, *, items: str, num_train: int, num_val: int,
+                  num_classes: tuple[int, int, int] | None = None,
                   classes_help: str = "Classes.") -> Callable[[Callable[..., Any]], click.Command]:
     """Make `function` the registered command `dslrun data <name>`, which generates a small
     learnable set of `items` ("images", "texts"), with the options every generator takes:
-    --out, --num-train, --num-val, --num-classes (default, minimum, maximum), --seed, --force.
+    --out, --num-train, --num-val, --num-classes (default, minimum, maximum; none for data
+    without classes, `num_classes=None`), --seed, --force.
     The generator's own options (an image size) are click options written below this decorator."""
-    default, low, high = num_classes
     head = [
         click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Directory to write."),
         click.option("--num-train", type=click.IntRange(min=1), default=num_train, show_default=True,
                      help=f"Train {items}."),
         click.option("--num-val", type=click.IntRange(min=1), default=num_val, show_default=True, help=f"Eval {items}."),
-        click.option("--num-classes", type=click.IntRange(min=low, max=high), default=default, show_default=True,
-                     help=classes_help),
     ]
+    if num_classes is not None:
+        default, low, high = num_classes
+        head.append(click.option("--num-classes", type=click.IntRange(min=low, max=high), default=default,
+                                 show_default=True, help=classes_help))
     tail = [
         click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help=f"Seed of the generated {items}."),
         click.option("--force", is_flag=True, help=f"Write the {items} again even when the directory is complete."),

@@ -4,7 +4,7 @@
     DIR/eval.csv                 rows `eval/00000.png,3` after a `path,label` header
                                  (segmentation: `eval/images/00000.png,eval/masks/00000.png`
                                  after an `image_path,mask_path` header)
-    DIR/classes.txt              class names, one per line, label 0 first
+    DIR/classes.txt              class names, one per line, label 0 first (data with classes)
     DIR/dataset.json             what was generated (kind and settings)
     DIR/train.csv                written last
 
@@ -101,8 +101,10 @@ def write_images(out: Path, split: str, images: np.ndarray, start: int = 0, tota
 
 def finish(out: Path, rows: Mapping[str, Sequence[Sequence[Any]]], class_names: list[str], manifest: dict[str, Any],
            header: Sequence[str] = ("path", "label"), lineterminator: str = "\n") -> None:
-    """Write classes.txt, eval.csv, dataset.json and, last, train.csv (rows under `header`)."""
-    atomic_text(out / CLASSES, "".join(f"{name}\n" for name in class_names))
+    """Write classes.txt (when the data has classes: `class_names` not empty), eval.csv,
+    dataset.json and, last, train.csv (rows under `header`)."""
+    if class_names:
+        atomic_text(out / CLASSES, "".join(f"{name}\n" for name in class_names))
     _write_csv(out / EVAL_CSV, rows["eval"], header, lineterminator)
     atomic_text(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     _write_csv(out / TRAIN_CSV, rows["train"], header, lineterminator)

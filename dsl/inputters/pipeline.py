@@ -163,6 +163,18 @@ class BaseInputter:
             data = data.map(self._decode, num_parallel_calls=calls)
         return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, calls, batch_size, skipped)
 
+    def examples_dataset(self, examples: Any, mode: str, augment: Callable[..., Any] | None = None,
+                         num_shards: Any = 1, shard_index: Any = 0, seed: int | tf.Tensor | None = None,
+                         batch_size: int | None = None) -> tf.data.Dataset:
+        """Batches of examples held in memory (`examples`: the (features, targets) arrays of
+        `mode`), in the shared order: shard, shuffle (train), augment, batch, prefetch. What an
+        inputter that reads its whole data when it is built returns from `dataset` (texts as
+        token ids, rows of numbers), in dslrun or in a plug-in."""
+        self._check_mode(mode)
+        data = tf.data.Dataset.from_tensor_slices(examples).shard(num_shards, shard_index)
+        data = self._shuffled(data, mode, num_shards, seed, shard_index)
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)
+
     def _augmented_batches(self, data: tf.data.Dataset, mode: str, augment: Callable[..., Any] | None,
                            num_shards: int, shard_index: int, seed: int | tf.Tensor | None, calls: int,
                            batch_size: int | None = None, skipped: int | tf.Tensor = 0) -> tf.data.Dataset:

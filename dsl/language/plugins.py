@@ -6,8 +6,9 @@ types comes from two places the user controls, never from the YAML:
 - installed plugins: packages that declare an entry point in the group `dslrun.plugins`
   (each entry point names a module that calls `dsl.language.registry.register` at import, or
   `dsl.language.backend_registry.register_backend` for a backend), loaded
-  by the commands that build a pipeline (`run`, `eval`, `predict`, `export`) and by
-  `doctor`, which lists the backends this installation can run (a plugin's among them);
+  by the commands that build a pipeline (`run`, `eval`, `predict`, `export`), by
+  `doctor`, which lists the backends this installation can run (a plugin's among them), and
+  by `data`, which lists the data sets the tasks can generate (a plug-in task's among them);
 - `--plugin MODULE` (repeatable) on any command that reads a pipeline: the module is
   imported before the pipeline is checked or compiled.
 
@@ -31,7 +32,7 @@ ENTRY_POINT_GROUP = "dslrun.plugins"
 
 # Commands that build a pipeline (and doctor, which reports the installation) load installed
 # plugins too; the others only take --plugin.
-LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "doctor", "sweep"})
+LOADS_INSTALLED = frozenset({"run", "eval", "predict", "export", "doctor", "sweep", "data"})
 TAKES_PLUGIN = LOADS_INSTALLED | {"validate", "show", "schema", "list"}
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from dsl.inputters.pipeline import AUTOTUNE, BaseInputter, remember_listings
+from dsl.inputters.pipeline import BaseInputter, remember_listings
 from dsl.inputters.serving import ServingInput
 from dsl.inputters.text_files import predict_texts
 from dsl.language.context import BuildContext
@@ -123,9 +123,7 @@ class TextInputter(BaseInputter):
                 seed: int | tf.Tensor | None = None, batch_size: int | None = None) -> tf.data.Dataset:
         """Batches of (token ids int32 (B, sequence_length), labels int32 (B,)) for `mode`."""
         self._check_mode(mode)
-        data = tf.data.Dataset.from_tensor_slices(self.arrays[mode]).shard(num_shards, shard_index)
-        data = self._shuffled(data, mode, num_shards, seed, shard_index)
-        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)
+        return self.examples_dataset(self.arrays[mode], mode, augment, num_shards, shard_index, seed, batch_size)
 
     def serving_inputs(self) -> list[Any]:
         """Raw UTF-8 strings, vectorised in the graph by the run's vocabulary (kept in the SavedModel)."""
