@@ -165,15 +165,17 @@ class BaseInputter:
 
     def examples_dataset(self, examples: Any, mode: str, augment: Callable[..., Any] | None = None,
                          num_shards: Any = 1, shard_index: Any = 0, seed: int | tf.Tensor | None = None,
-                         batch_size: int | None = None) -> tf.data.Dataset:
+                         batch_size: int | None = None, skip: int | tf.Tensor = 0) -> tf.data.Dataset:
         """Batches of examples held in memory (`examples`: the (features, targets) arrays of
         `mode`), in the shared order: shard, shuffle (train), augment, batch, prefetch. What an
         inputter that reads its whole data when it is built returns from `dataset` (texts as
-        token ids, rows of numbers), in dslrun or in a plug-in."""
+        token ids, rows of numbers), in dslrun or in a plug-in. `skip` as in `dataset`."""
         self._check_mode(mode)
+        skipped = skipped_examples(skip, batch_size or self.params["batch_size"])
         data = tf.data.Dataset.from_tensor_slices(examples).shard(num_shards, shard_index)
-        data = self._shuffled(data, mode, num_shards, seed, shard_index)
-        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)
+        data = leave_out(self._shuffled(data, mode, num_shards, seed, shard_index), skipped)
+        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size,
+                                       skipped)
 
     def _augmented_batches(self, data: tf.data.Dataset, mode: str, augment: Callable[..., Any] | None,
                            num_shards: int, shard_index: int, seed: int | tf.Tensor | None, calls: int,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from dsl.inputters.pipeline import AUTOTUNE, BaseInputter, remember_listings
+from dsl.inputters.pipeline import AUTOTUNE, BaseInputter, leave_out, remember_listings
 from dsl.inputters.serving import ServingInput
 from dsl.inputters.text_files import predict_texts
 from dsl.language.context import BuildContext
@@ -120,16 +120,16 @@ class ParallelTextInputter(BaseInputter):
         return len(self.skipped.get(mode, [])) if self.params["skip_long"] else None
 
     def dataset(self, mode: str, augment: Any = None, num_shards: Any = 1, shard_index: Any = 0,
-                seed: int | tf.Tensor | None = None, batch_size: int | None = None) -> tf.data.Dataset:
-        """Batches of ({"source", "target"} int32 (B, max_length + 1), targets int32 (B, max_length + 1))."""
+                seed: int | tf.Tensor | None = None, batch_size: int | None = None,
+                skip: int | tf.Tensor = 0) -> tf.data.Dataset:
+        """Batches of ({"source", "target"} int32 (B, max_length + 1), targets int32 (B, max_length + 1)).
+        Token batches differ in examples, so `skip` leaves out whole batches (held in memory: cheap)."""
         self._check_mode(mode)
         if mode == "train" and self.buckets:
             data = token_batches.dataset(self.arrays[mode], self.buckets, self._budget(batch_size), num_shards,
                                          shard_index, seed, self.params["drop_remainder"])
-            return data.prefetch(AUTOTUNE)
-        data = tf.data.Dataset.from_tensor_slices(self.arrays[mode]).shard(num_shards, shard_index)
-        data = self._shuffled(data, mode, num_shards, seed, shard_index)
-        return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size)
+            return leave_out(data, skip if isinstance(skip, int) else tf.cast(skip, tf.int64)).prefetch(AUTOTUNE)
+        return self.examples_dataset(self.arrays[mode], mode, augment, num_shards, shard_index, seed, batch_size, skip)
 
     def serving_inputs(self) -> list[Any]:
         """Raw UTF-8 source sentences, tokenised in the graph by the run's SentencePiece model (kept in the SavedModel)."""

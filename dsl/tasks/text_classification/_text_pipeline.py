@@ -120,10 +120,11 @@ class TextInputter(BaseInputter):
         return len(split) if split is not None else 0
 
     def dataset(self, mode: str, augment: Any = None, num_shards: Any = 1, shard_index: Any = 0,
-                seed: int | tf.Tensor | None = None, batch_size: int | None = None) -> tf.data.Dataset:
+                seed: int | tf.Tensor | None = None, batch_size: int | None = None,
+                skip: int | tf.Tensor = 0) -> tf.data.Dataset:
         """Batches of (token ids int32 (B, sequence_length), labels int32 (B,)) for `mode`."""
         self._check_mode(mode)
-        return self.examples_dataset(self.arrays[mode], mode, augment, num_shards, shard_index, seed, batch_size)
+        return self.examples_dataset(self.arrays[mode], mode, augment, num_shards, shard_index, seed, batch_size, skip)
 
     def serving_inputs(self) -> list[Any]:
         """Raw UTF-8 strings, vectorised in the graph by the run's vocabulary (kept in the SavedModel)."""
