@@ -63,6 +63,8 @@ PROJECTIONS: list[dict[str, Any]] = [
      "step_s": 128 / 412, "source": NVIDIA_RN50, "links": ["25gbit"], "cpu": False},
     {"network": "ResNet-101", "set": "resnet101", "where": "V100 FP32, batch 64 (derived: ResNet-50's 412 img/s × 4.1/7.8 GFLOP)",
      "step_s": 64 / (412 * 4.1 / 7.8), "source": NVIDIA_RN50 + ", scaled by FLOPs", "links": ["25gbit"], "cpu": False},
+    {"network": "ResNet-50", "set": "resnet50", "where": "V100 FP32, batch 32 (Goyal et al.'s 32 per GPU at NVIDIA's 412 img/s)",
+     "step_s": 32 / 412, "source": NVIDIA_RN50, "links": ["50gbit"], "cpu": False},
 ]
 
 
@@ -330,17 +332,18 @@ def report(results: dict[str, Any]) -> None:
         exchange = exchange_of(row, results["shapes"], results["cores"], row["median_s"])
         error = model.relative_error(exchange)
         errors[row["link"]].append(error)
-        terms = [p * f for p, f in zip((model.latency_s, model.inverse_efficiency, model.inverse_cpu_bytes_per_s,
-                                        model.fp16_cast_s_per_byte), exchange.features(), strict=True)]
-        limit = ["latency", "link", "CPU", "fp16 casts"][max(range(4), key=lambda i: terms[i])]
+        terms = model.terms(exchange)
+        limit = ["latency", "link", "CPU", "fp16 casts", "overhead"][max(range(5), key=lambda i: terms[i])]
         print(f"| {row['link']} | {row['backend']} | {row['ranks']} | {row['set']} | {'yes' if row['fp16'] else 'no'} | "
               f"{row['fusion']} | {row['median_s'] * 1000:.1f} ({row['min_s'] * 1000:.1f}–{row['max_s'] * 1000:.1f}) | "
               f"{model.seconds(exchange) * 1000:.1f} | {error * 100:+.0f} % | {limit} |")
-    print("\n| backend | a (latency per ring step and buffer) | η (share of the link) | C (CPU bytes/s per rank) | fp16 casts |")
-    print("|---|---|---|---|---|")
+    print("\n| backend | a (per ring step and buffer) | η (share of the link) | C (bytes/s a rank reduces) | c16 (fp16) | t0 (per exchange) |")
+    print("|---|---|---|---|---|---|")
     for backend, model in models.items():
         print(f"| {backend} | {model.latency_s * 1e6:.0f} µs | {model.link_efficiency:.2f} | "
-              f"{model.cpu_bytes_per_s / 1e9:.2f} GB/s | {model.fp16_cast_s_per_byte * 1e9:.3f} ns per float32 byte |")
+              f"{model.cpu_bytes_per_s / 1e9:.2f} GB/s | {model.fp16_cast_s_per_byte * 1e9:.2f} ns per float32 byte | "
+              f"{model.overhead_s * 1000:.1f} ms |")
+        print(f"<!-- {backend}: {model!r} -->")
     print("\n| link | rows | within 20 % | median abs error |")
     print("|---|---|---|---|")
     for link, found in errors.items():
@@ -348,6 +351,17 @@ def report(results: dict[str, Any]) -> None:
         print(f"| {link} | {len(found)} | {within} ({within / len(found) * 100:.0f} %) | "
               f"{statistics.median(abs(e) for e in found) * 100:.0f} % |")
     projection(results, models)
+
+
+# (fp16 compression, overlap with the backward pass, ranks per node reduced inside the node first)
+KNOBS = ((False, 0.0, 1), (False, 1.0, 1), (True, 1.0, 1), (False, 1.0, 4), (False, 1.0, 8))
+
+
+def _exchange_s(model: RingModel, nodes: int, sizes: list[int], wire: list[int], link: str, fp16: bool) -> float:
+    """The ring across `nodes` (a hierarchical all-reduce's inter-node part; inside a node is not modelled)."""
+    if nodes < 2:
+        return 0.0
+    return model.seconds(Exchange(nodes, sum(sizes), buffers(wire, HOROVOD_FUSION_BYTES), link_bits_per_s(link), fp16))
 
 
 def projection(results: dict[str, Any], models: dict[str, RingModel]) -> None:
@@ -370,12 +384,12 @@ def projection(results: dict[str, Any], models: dict[str, RingModel]) -> None:
         model = base if scenario["cpu"] else RingModel(base.latency_s, base.inverse_efficiency)
         sizes = shapes[scenario["set"]]["tensor_bytes"]
         for link in scenario["links"]:
-            for fp16, overlap in ((False, 0.0), (False, 1.0), (True, 1.0)):
+            for fp16, overlap, per_node in KNOBS:
                 wire = [s // 2 for s in sizes] if fp16 else sizes
-                times = [model.seconds(Exchange(n, sum(sizes), buffers(wire, HOROVOD_FUSION_BYTES),
-                                                link_bits_per_s(link), fp16)) for n in (8, 64, 512)]
+                times = [_exchange_s(model, n // per_node, sizes, wire, link, fp16) for n in (8, 64, 512)]
                 effs = [efficiency(scenario["step_s"], t, overlap) for t in times]
                 knobs = f"{'fp16' if fp16 else 'fp32'}, {'overlap' if overlap else 'no overlap'}"
+                knobs += f", hierarchical ({per_node} per node)" if per_node > 1 else ""
                 print(f"| {scenario['network']} | {scenario['where']} ({scenario['step_s'] * 1000:.0f} ms) | {link} | "
                       f"{knobs} | {' / '.join(f'{t * 1000:.1f}' for t in times)} | "
                       f"{' / '.join(f'{e * 100:.0f} %' for e in effs)} |")
