@@ -219,10 +219,11 @@ bench-sweep: install
 # The gradient exchange across hosts (docs/benchmarks.md, "Cost of scale: clusters past one machine"):
 # Horovod (Gloo, MPI) and the collective backend at 2, 4 and 8 ranks, one per test host (network
 # namespaces, root), on links shaped to 1, 2.5 and 10 Gbit/s by tc's token bucket; the ring model fitted
-# to it and the projection at 8, 64 and 512 ranks. About 40 minutes here. Needs tc: apt-get install iproute2.
+# to it and the projection at 8, 64 and 512 ranks. About 50 minutes a repetition here (REPEATS=2 interleaves
+# two). Needs tc: apt-get install iproute2.
 bench-scaling: install
 	@command -v tc >/dev/null || { echo "make: bench-scaling shapes links with tc: apt-get install iproute2"; exit 1; }
-	$(BIN)/python bench/scaling.py
+	$(BIN)/python bench/scaling.py $(if $(REPEATS),--repeats $(REPEATS))
 
 # This stack against another venv's (e.g. an older checkout's): make bench-stacks OLD=/path/to/.venv/bin/python
 bench-stacks: install
