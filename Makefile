@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-validate bench-data-scale bench-stacks bench-sweep ding schema docs lint clean
+.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-scaling bench-validate bench-data-scale bench-stacks bench-sweep ding schema docs lint clean
 
 install: $(STAMP)
 
@@ -221,6 +221,15 @@ bench-sync-bn: install
 bench-sweep: install
 	$(BIN)/python bench/sweep_overhead.py --trials 3
 	$(BIN)/python bench/sweep_overhead.py --trials 2 --ranks 2
+
+# The gradient exchange across hosts (docs/benchmarks.md, "Cost of scale: clusters past one machine"):
+# Horovod (Gloo, MPI) and the collective backend at 2, 4 and 8 ranks, one per test host (network
+# namespaces, root), on links shaped to 1, 2.5 and 10 Gbit/s by tc's token bucket; the ring model fitted
+# to it and the projection at 8, 64 and 512 ranks. About 50 minutes a repetition here (REPEATS=2 interleaves
+# two). Needs tc: apt-get install iproute2.
+bench-scaling: install
+	@command -v tc >/dev/null || { echo "make: bench-scaling shapes links with tc: apt-get install iproute2"; exit 1; }
+	$(BIN)/python bench/scaling.py $(if $(REPEATS),--repeats $(REPEATS))
 
 # This stack against another venv's (e.g. an older checkout's): make bench-stacks OLD=/path/to/.venv/bin/python
 bench-stacks: install

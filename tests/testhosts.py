@@ -82,6 +82,29 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
+def _tc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`tc ARGS`; a failure raises with tc's own message."""
+    result = subprocess.run(["tc", *args], capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"tc {' '.join(args)}: {result.stderr.strip()}")
+    return result
+
+
+_RATE_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1.0}
+
+
+def rate_bits(rate: str) -> float:
+    """tc's rate words in bit/s: "2.5gbit" -> 2.5e9."""
+    for unit, scale in _RATE_UNITS.items():
+        if rate.endswith(unit):
+            return float(rate[: -len(unit)]) * scale
+    raise ValueError(f"rate {rate!r}: expected a number and kbit, mbit or gbit, e.g. 2.5gbit")
+
+
+def _default_burst(rate: str) -> str:
+    return f"{max(128 * 1024, int(rate_bits(rate) / 8 / 1000))}b"
+
+
 def _netns_inode(netns: str) -> int | None:
     try:
         return os.stat(f"/run/netns/{netns}").st_ino
@@ -162,6 +185,7 @@ class Host:
     workdir: Path
     sshd: subprocess.Popen | None = None
     mounts: list[Mount] = field(default_factory=list)
+    interface: str = ""  # its end of the veth, named as the session's interface
 
     @property
     def inode(self) -> int | None:
@@ -280,6 +304,25 @@ class Host:
             time.sleep(0.05)
         raise RuntimeError(f"{self.name}: sshd did not listen on {self.address}:22 within {timeout:.0f} s{_tail(log)}")
 
+    # --- its link ---------------------------------------------------------------------
+    def shape(self, rate: str | None, burst: str | None = None) -> None:
+        """Limit this host's link to `rate` (tc's token bucket, e.g. "1gbit") both ways; None lifts it.
+
+        The qdisc sits on the host's end of its veth (what it sends) and on the bridge's end
+        (what it receives), as a full-duplex NIC of that rate would. `burst` defaults to a
+        millisecond at the rate, at least 128 KiB (a veth hands tbf 64 KiB GSO packets).
+        Removed with the host's link, so teardown needs nothing more. Needs tc (iproute2).
+        """
+        if shutil.which("tc") is None:
+            raise Unavailable("shaping a test host's link needs `tc`: apt-get install iproute2")
+        ends = (["-n", self.netns, "qdisc"], self.interface), (["qdisc"], self.veth)
+        for prefix, device in ends:
+            if rate is None:
+                _tc(*prefix, "del", "dev", device, "root", check=False)
+            else:
+                _tc(*prefix, "replace", "dev", device, "root", "tbf", "rate", rate,
+                    "burst", burst or _default_burst(rate), "latency", "100ms")
+
     def _sshd_pid(self) -> int:
         if self.sshd is None or self.sshd.poll() is not None:
             raise RuntimeError(f"{self.name} is down (its sshd is not running); start_sshd() brings it back")
@@ -331,7 +374,8 @@ class TestHosts:
 
     Methods: command/popen (a launcher on the login node), ssh, run (a command inside a
     host), kill_host/revive (a host lost and back), kill_strays, horovodrun_args and
-    mpirun_args; Host.hide/bind/undo make one host's file system differ; add_outside_network
+    mpirun_args; Host.hide/bind/undo make one host's file system differ; Host.shape limits
+    its link's rate (tc's token bucket, for bench/scaling.py); add_outside_network
     gives every host a second network with a third namespace, `outsider`, on it alone.
     """
 
@@ -520,7 +564,8 @@ class TestHosts:
         _ip("addr", "add", f"{self.login_address}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for i, name in enumerate(self.names):
-            host = Host(name, f"{base}.{i + 2}", f"{self.tag}-{name}", f"{self.tag}v{i}", self.workdir)
+            host = Host(name, f"{base}.{i + 2}", f"{self.tag}-{name}", f"{self.tag}v{i}", self.workdir,
+                        interface=self.interface)
             self.hosts[name] = host
             self._build_host(host)
 

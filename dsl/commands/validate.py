@@ -63,7 +63,21 @@ _GLOB_CHARS = frozenset("*?[")
     default=1,
     show_default=True,
     metavar="N",
-    help="With --data: the number of processes that will train (each gets 1/N of the data per epoch).",
+    help="With --data: the number of processes that will train (each gets 1/N of the data per epoch). "
+    "With --link: the ranks of the gradient all-reduce.",
+)
+@click.option(
+    "--link",
+    metavar="RATE",
+    help="With --world-size: import TensorFlow, build the network (as --build) and print its gradient bytes per "
+    "step and the ring all-reduce's time per step at N ranks, one per machine, on links of RATE (e.g. 10gbit, "
+    "25gbit), from the model fitted in docs/benchmarks.md.",
+)
+@click.option(
+    "--step-time",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="With --link: one rank's train step without the exchange, for the scaling efficiency at N ranks.",
 )
 @click.option(
     "--sample",
@@ -76,7 +90,8 @@ _GLOB_CHARS = frozenset("*?[")
 )
 def command(
     paths: tuple[str, ...], overrides: tuple[str, ...], output_format: str, with_data: bool, world_size: int,
-    with_build: bool = False, sample: int | None = None,
+    with_build: bool = False, sample: int | None = None, link: str | None = None,
+    step_time: float | None = None,
 ) -> None:
     """Check pipeline files: YAML, schema, extends, --set, ${ENV} and cross-section rules.
 
@@ -95,34 +110,54 @@ def command(
     declared shapes, then one train and one val step are traced on zero-filled batches: a
     shape or dtype error is one located line at the section that caused it (seconds per
     pipeline; no data read, no run directory written).
+
+    With --world-size N --link RATE, the network is built too, and each pipeline gets one
+    line: its gradient bytes per step and what the ring all-reduce of them costs per step at
+    N ranks on that link (and, with --step-time, the scaling efficiency): known before
+    launching whether N ranks will scale.
     """
-    if world_size != 1 and not with_data:
-        raise click.UsageError("--world-size only applies to --data")
+    if world_size != 1 and not with_data and link is None:
+        raise click.UsageError("--world-size only applies to --data or --link")
     if sample is not None and not with_data:
         raise click.UsageError("--sample only applies to --data")
+    if step_time is not None and link is None:
+        raise click.UsageError("--step-time only applies to --link")
+    if link is not None:
+        from dsl.distributed.ring_allreduce import link_bits_per_s
+
+        try:
+            link_bits_per_s(link)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--link") from None
     reports: list[tuple[str, list[Diagnostic]]] = []
     summaries: dict[str, list[Any]] = {}
     for name, problem in expand_paths(paths):
         if problem is not None:
             reports.append((name, [problem]))
             continue
-        diagnostics = _check(name, overrides, world_size if with_data else None, summaries, with_build, sample)
+        diagnostics = _check(name, overrides, world_size if with_data else None, summaries, with_build, sample,
+                             (world_size, link, step_time) if link is not None else None)
         reports.append((name, diagnostics))
-    _emit(reports, output_format, summaries if with_data else None)
+    _emit(reports, output_format, summaries if with_data or link is not None else None)
     sys.exit(1 if any(_errors(d) for _, d in reports) else 0)
 
 
 def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summaries: dict[str, list[Any]],
-           build: bool = False, sample: int | None = None) -> list[Diagnostic]:
+           build: bool = False, sample: int | None = None,
+           exchange: tuple[int, str, float | None] | None = None) -> list[Diagnostic]:
     """The diagnostics of one file; with a `world_size`, of its data too (its split reports go to `summaries`);
-    with `build`, of its network built and traced on zeros."""
+    with `build`, of its network built and traced on zeros; with `exchange` (ranks, link, step time),
+    that network's gradient exchange too (its plan goes to `summaries`)."""
     from dsl.language.pipeline import check_pipeline_with_sources
 
     resolved, diagnostics, sources = check_pipeline_with_sources(name, overrides)
-    if build and resolved is not None and sources is not None:
-        from dsl.engine.build_check import check_build
+    if (build or exchange) and resolved is not None and sources is not None:
+        from dsl.engine.build_check import build_and_check
 
-        diagnostics = diagnostics + check_build(resolved, sources)
+        model, found = build_and_check(resolved, sources)
+        diagnostics = diagnostics + found
+        if exchange is not None and model is not None:
+            summaries.setdefault(name, []).append(_exchange_summary(resolved, model, *exchange))
     if world_size is None or resolved is None or sources is None:
         return diagnostics
     from dsl.commands._common import fail
@@ -134,10 +169,21 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
     except DslError as exc:
         fail(str(exc))
     batch = scaled.scaling.batch_size if scaled else None
-    summaries[name] = [(split.summary(resolved["inputter"], world_size, batch), split.to_dict()) for split in splits]
+    summaries[name] = summaries.get(name, []) + [(split.summary(resolved["inputter"], world_size, batch), split.to_dict()) for split in splits]
     if scaled is not None and world_size > 1:
         summaries[name].append((scaled.summary(), scaled.to_dict()))
     return diagnostics + found
+
+
+def _exchange_summary(resolved: dict[str, Any], model: Any, world_size: int, link: str,
+                      step_time: float | None) -> tuple[str, dict[str, Any]]:
+    from dsl.commands._exchange_plan import exchange_plan, gradient_sizes
+    from dsl.distributed.scaling import replicas_for
+    from dsl.language.resolved import Pipeline
+
+    asynchronous = world_size > 1 and replicas_for(Pipeline.from_resolved(resolved).runner, world_size) == 1
+    text, details = exchange_plan(gradient_sizes(model), world_size, link, step_time, asynchronous)
+    return text, {"exchange": details}
 
 
 def expand_paths(paths: tuple[str, ...]) -> list[tuple[str, Diagnostic | None]]:

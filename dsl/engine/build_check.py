@@ -47,12 +47,18 @@ class _Failed(Exception):
 
 def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Build and trace `pipeline` on zeros; every problem as a located diagnostic (at most one)."""
+    return build_and_check(pipeline, sources)[1]
+
+
+def build_and_check(pipeline: dict[str, Any], sources: SourceMap) -> tuple[Any, list[Diagnostic]]:
+    """`check_build`, and the network it built (None when it could not): `validate --link` counts
+    its gradients."""
     inputter = lookup("inputter", pipeline["inputter"]["type"])
     declared = declare(pipeline, inputter.facts)
     if inputter.batch is None:
-        return [Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
-                              f"inputter {inputter.type!r} does not declare its batch, so --build cannot make one; "
-                              "validate without --build", "warning")]
+        return None, [Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
+                                    f"inputter {inputter.type!r} does not declare its batch, so --build cannot make one; "
+                                    "validate without --build", "warning")]
     tf.get_logger().setLevel("ERROR")  # retracing notes: each pipeline is traced once, on purpose
     tf.keras.backend.clear_session()
     typed = Pipeline.from_resolved(pipeline)
@@ -60,9 +66,9 @@ def check_build(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     tf.keras.utils.set_random_seed(int(typed.seed or 0))
     try:
         model = _trace(typed, sources, declared, inputter.batch)
-        return _built_checks(pipeline, sources, model)
+        return model, _built_checks(pipeline, sources, model)
     except _Failed as failed:
-        return [failed.diagnostic]
+        return None, [failed.diagnostic]
     finally:
         tf.keras.mixed_precision.set_global_policy("float32")
 
