@@ -272,7 +272,7 @@ def main() -> None:
                         modes.insert(0, ("full", []))
                     for mode, extra in modes:
                         wall, rss, output = timed([*dslrun, "validate", "--data", *extra, str(pipeline)], env)
-                        check("examples from" in output and "error" not in output, f"validate --data {kind} {size}", output)
+                        check("examples from" in output and ": error:" not in output, f"validate --data {kind} {size}", output)
                         row = {"form": kind, "rows": size, "mode": mode, "seconds": round(wall, 2), "rss_mb": round(rss)}
                         results["validate"].append(row)
                         print(json.dumps(row), file=sys.stderr)

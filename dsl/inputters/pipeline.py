@@ -172,7 +172,7 @@ class BaseInputter:
         token ids, rows of numbers), in dslrun or in a plug-in. `skip` as in `dataset`."""
         self._check_mode(mode)
         skipped = skipped_examples(skip, batch_size or self.params["batch_size"])
-        data = tf.data.Dataset.from_tensor_slices(examples).shard(num_shards, shard_index)
+        data = slices(examples).shard(num_shards, shard_index)
         data = leave_out(self._shuffled(data, mode, num_shards, seed, shard_index), skipped)
         return self._augmented_batches(data, mode, augment, num_shards, shard_index, seed, AUTOTUNE, batch_size,
                                        skipped)
@@ -333,8 +333,7 @@ class FileListInputter(BaseInputter):
 
     def _raw(self, mode: str) -> tf.data.Dataset:
         listing = self.listings[mode]
-        labels = tf.constant(np.asarray(listing.labels, dtype=np.int32))
-        return tf.data.Dataset.from_tensor_slices((listing.paths, labels))
+        return slices((listing.paths, np.asarray(listing.labels, dtype=np.int32)))
 
     def _decode(self, path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         return decode_image(tf.io.read_file(path), self.image_shape), label
@@ -350,6 +349,26 @@ def changes_data(augment: Callable[..., Any] | None) -> bool:
     if declared is None:
         declared = getattr(getattr(augment, "__self__", None), "changes_data", True)
     return bool(declared)
+
+
+def slices(values: Any) -> tf.data.Dataset:
+    """`tf.data.Dataset.from_tensor_slices(values)`, the values made tensors eagerly even when this
+    is called inside a traced function, as the loop's one dataset over every epoch traces the
+    inputter (dsl.engine.data_feed). Traced, a Python list or a NumPy array became a constant of
+    the function's graph, copied as the graph was: a listing of ImageNet's 1.28 million paths
+    cost a minute and 2 GB before the first step (docs/benchmarks.md, "Cost of scale: data").
+    An eager tensor is captured by reference. A list is one tensor (of strings, say)."""
+    with tf.init_scope():
+        tensors = _tensors(values)
+    return tf.data.Dataset.from_tensor_slices(tensors)
+
+
+def _tensors(values: Any) -> Any:
+    if isinstance(values, dict):
+        return {key: _tensors(value) for key, value in values.items()}
+    if isinstance(values, tuple):
+        return tuple(_tensors(value) for value in values)
+    return tf.convert_to_tensor(values)
 
 
 def skipped_examples(skip: int | tf.Tensor, batch_size: int) -> int | tf.Tensor:

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from dsl.inputters.common import Listing
 from dsl.inputters.files import header_problem
-from dsl.inputters.pipeline import ASSERT_MARKER, BaseInputter, remember_listings
+from dsl.inputters.pipeline import ASSERT_MARKER, BaseInputter, remember_listings, slices
 
 
 class SegmentationInputter(BaseInputter):
@@ -55,9 +55,7 @@ class SegmentationInputter(BaseInputter):
         first = self._sources.index((images.key, images.csv_files[0][1]))
         starts = np.asarray([start for start, _ in images.csv_files], dtype=np.int64)
         source = first + np.searchsorted(starts, np.arange(len(images)), side="right") - 1
-        return tf.data.Dataset.from_tensor_slices((
-            images.paths, masks.paths, tf.constant(source, tf.int32), tf.constant(np.asarray(images.lines, np.int64)),
-        ))
+        return slices((images.paths, masks.paths, source.astype(np.int32), np.asarray(images.lines, np.int64)))
 
     def _decode(self, image_path: tf.Tensor, mask_path: tf.Tensor, source: tf.Tensor,
                 line: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

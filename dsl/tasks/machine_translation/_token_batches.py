@@ -79,6 +79,8 @@ def dataset(arrays: tuple[dict[str, np.ndarray], np.ndarray], all_buckets: list[
     """One epoch of this rank's token-sized train batches ({"source", "target"}, targets), in an order of `seed`."""
     import tensorflow as tf
 
+    from dsl.inputters.pipeline import slices
+
     features, targets = arrays
     parts, choices = [], []
     seed = tf.cast(seed if seed is not None else 0, tf.int64)
@@ -86,7 +88,7 @@ def dataset(arrays: tuple[dict[str, np.ndarray], np.ndarray], all_buckets: list[
         bound, rows = bucket.bound, bucket.rows
         sliced = ({name: values[rows, :bound] for name, values in features.items()}, targets[rows, :bound])
         share = len(rows) // num_shards
-        data = tf.data.Dataset.from_tensor_slices(sliced).shard(num_shards, shard_index)
+        data = slices(sliced).shard(num_shards, shard_index)
         data = data.shuffle(len(rows), seed=seed * _SEED_STRIDE + number + shard_index * 7919,
                             reshuffle_each_iteration=True).take(share)
         parts.append(data.batch(pairs_per_batch(bucket, budget), drop_remainder=drop_remainder))

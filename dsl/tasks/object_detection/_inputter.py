@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from dsl.inputters.common import Listing
-from dsl.inputters.pipeline import BaseInputter, decode_image, remember_listings
+from dsl.inputters.pipeline import BaseInputter, decode_image, remember_listings, slices
 from dsl.tasks.object_detection._box_listing import ImageBoxes, class_names_of
 
 
@@ -65,7 +65,7 @@ class DetectionInputter(BaseInputter):
             if count:
                 boxes[index, :count] = np.clip(np.asarray(image.boxes, np.float32), 0.0, 1.0)
                 classes[index, :count] = image.labels
-        return tf.data.Dataset.from_tensor_slices(([image.path for image in images], boxes, classes, counts))
+        return slices(([image.path for image in images], boxes, classes, counts))
 
     def _decode(self, path: tf.Tensor, boxes: tf.Tensor, classes: tf.Tensor,
                 count: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
