@@ -14,4 +14,4 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
