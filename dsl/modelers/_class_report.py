@@ -35,9 +35,9 @@ class ConfusionF1(tf.keras.metrics.Metric):
             # A strategy's on-read variable (collective, parameter server) takes dense additions only.
             self.total_cm.assign_add(tf.math.confusion_matrix(labels, predicted, self.num_classes, dtype=tf.float64))
             return
-        # One count per example, scattered into the matrix: a dense per-batch matrix cost every val
-        # batch num_classes**2 additions, at 1,000 classes most of the val phase (docs/benchmarks.md,
-        # "Cost of scale: data"). A label outside the classes fails here as it did in confusion_matrix.
+        # One count per example, scattered into the matrix: a dense per-batch matrix costs every val
+        # batch num_classes**2 additions (docs/benchmarks.md, "Cost of scale: data").
+        # A label outside the classes fails here as it did in confusion_matrix.
         tf.debugging.assert_less(labels, self.num_classes, message="a label is outside 0..num_classes-1")
         tf.debugging.assert_non_negative(labels, message="a label is outside 0..num_classes-1")
         pairs = tf.stack([labels, predicted], axis=1)
