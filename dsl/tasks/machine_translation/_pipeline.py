@@ -128,7 +128,7 @@ class ParallelTextInputter(BaseInputter):
         if mode == "train" and self.buckets:
             data = token_batches.dataset(self.arrays[mode], self.buckets, self._budget(batch_size), num_shards,
                                          shard_index, seed, self.params["drop_remainder"])
-            return leave_out(data, skip if isinstance(skip, int) else tf.cast(skip, tf.int64)).prefetch(AUTOTUNE)
+            return leave_out(data, skip).prefetch(AUTOTUNE)
         return self.examples_dataset(self.arrays[mode], mode, augment, num_shards, shard_index, seed, batch_size, skip)
 
     def serving_inputs(self) -> list[Any]:
