@@ -15,7 +15,7 @@ HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
-.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-scaling bench-validate bench-data-scale bench-stacks bench-sweep ding schema docs lint clean
+.PHONY: install horovod sshd slurm postgres browser test test-launchers test-shipped test-fast test-multiprocess test-multihost demo bench bench-quick bench-quality bench-quality-seeds bench-sync-bn bench-scaling bench-validate bench-data-scale bench-stacks bench-sweep ding fortunes schema docs lint clean
 
 install: $(STAMP)
 
@@ -191,9 +191,12 @@ bench-quick: install
 # each ends with, into docs/benchmarks.md ("Moving a pipeline to N ranks"). About an hour here.
 # Then translation on a real corpus (Debian's Ding dictionary, trans-de-en, installed with apt when
 # root): dslrun's shipped Transformer against keras.io's written by hand, the same wall time.
-bench-quality: install ding
+# Then text classification on real short texts (Debian's fortunes, four topics): the shipped
+# text pipeline against TF-IDF with logistic regression (scikit-learn), the floor, on 5 folds.
+bench-quality: install ding fortunes
 	$(BIN)/python bench/quality.py --write-docs
 	$(BIN)/python bench/translation_quality.py --write-docs
+	$(BIN)/python bench/text_quality.py --seeds 5,1,2 --write-docs
 
 ding:
 	@if [ ! -f /usr/share/trans/de-en ]; then \
@@ -201,6 +204,15 @@ ding:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq trans-de-en >/dev/null; \
 	  else \
 	    echo "make: the translation bench reads Debian's Ding dictionary: sudo apt-get install trans-de-en"; \
+	  fi; \
+	fi
+
+fortunes:
+	@if [ ! -f /usr/share/games/fortunes/computers ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fortunes >/dev/null; \
+	  else \
+	    echo "make: the text bench reads Debian's fortune-cookie collection: sudo apt-get install fortunes"; \
 	  fi; \
 	fi
 

@@ -26,11 +26,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from docs_block import put_block  # noqa: E402
+
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "3",
        "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-DOCS = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- quality:begin -->", "<!-- quality:end -->"
 
 # data set -> the `dslrun data` command that writes it (its defaults: the sets the README names).
 DATASETS: dict[str, list[str]] = {
@@ -190,9 +191,7 @@ def main() -> None:
     text = table(results)
     print(text)
     if args.write_docs:
-        document = DOCS.read_text()
-        start, stop = document.index(BEGIN) + len(BEGIN), document.index(END)
-        DOCS.write_text(document[:start] + "\n" + text + "\n" + document[stop:])
+        put_block("quality", text, "Moving a pipeline to N ranks")
 
 
 if __name__ == "__main__":

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from docs_block import put_block  # noqa: E402
+
 DICTIONARY = Path("/usr/share/trans/de-en")
-DOCS = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- translation-quality:begin -->", "<!-- translation-quality:end -->"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 # The model both systems train: the shipped pipeline's, wider (real sentences are harder than the synthetic pair).
 WIDTH = {"layers": 2, "d_model": 128, "heads": 4, "ff": 512}
@@ -228,16 +229,6 @@ def markdown(report: dict[str, Any]) -> str:
             "rerun: `python bench/translation_quality.py --write-docs`.\n\n" + "\n".join(rows) + "\n")
 
 
-def write_docs(table: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{table}{END}"
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text += f"\n## Translation on a real corpus\n\n{block}\n"
-    DOCS.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="dslrun's training wall time (about)")
@@ -268,7 +259,7 @@ def main() -> None:
     table = markdown(report)
     print(table)
     if args.write_docs:
-        write_docs(table)
+        put_block("translation-quality", table, "Translation on a real corpus")
 
 
 if __name__ == "__main__":
