@@ -132,7 +132,7 @@ postgres:
 # TEST_WORKERS workers (a worker per core), a module's tests on one worker, the heaviest modules
 # first (tests/conftest.py). The slowest 25 tests are listed at the end.
 TEST_WORKERS ?= auto
-test: install sshd slurm postgres browser lint docs
+test: install sshd slurm postgres browser fortunes lint docs
 	$(BIN)/dslrun validate pipelines/
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not full_matrix"
 
@@ -207,12 +207,14 @@ ding:
 	  fi; \
 	fi
 
+# Debian's fortune-cookie quotations: real short texts for the text pipeline's floor
+# (tests/test_text_real_data.py, which skips without) and bench/text_quality.py.
 fortunes:
 	@if [ ! -f /usr/share/games/fortunes/computers ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fortunes >/dev/null; \
 	  else \
-	    echo "make: the text bench reads Debian's fortune-cookie collection: sudo apt-get install fortunes"; \
+	    echo "make: the text test and bench read Debian's fortune-cookie quotations (the test skips without): sudo apt-get install fortunes"; \
 	  fi; \
 	fi
 
