@@ -133,6 +133,32 @@ class Clock:
         if step == self.last:
             self.threads_end = thread_cpu_seconds()
 
+    def dslrun_callback(self) -> Any:
+        """A dslrun callback that tells this clock of every train step, before any other hook runs."""
+        from dsl.engine.hooks import Callback
+
+        clock = self
+
+        class Timer(Callback):
+            priority = "HIGHEST"
+
+            def after_train_iter(self, runner: Any) -> None:
+                clock.step_done(runner.step, runner.iter_seconds)
+
+        return Timer()
+
+    def keras_callback(self) -> Any:
+        """A Keras callback that tells this clock of every batch `fit` trains."""
+        import tensorflow as tf
+
+        clock = self
+
+        class Timer(tf.keras.callbacks.Callback):
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                clock.step_done(batch + 1)
+
+        return Timer()
+
     def cpu_figures(self, steps: int) -> dict[str, Any]:
         """CPU seconds per timed step (all threads), the share of the window the process kept
         its cores busy, the wall time per step spent outside the compiled call (Python, hooks,
@@ -197,7 +223,6 @@ runner:
 
 
 def run_dslrun(args: argparse.Namespace) -> None:
-    from dsl.engine.hooks import Callback
     from dsl.language.pipeline import load_resolved
 
     if args.input == "csv":
@@ -209,12 +234,6 @@ def run_dslrun(args: argparse.Namespace) -> None:
                     f"num_classes: 10, batch_size: {args.batch}}}")
         augmenter = "none"
     clock = Clock(args.warmup, args.launched_at, args.steps)
-
-    class Timer(Callback):
-        priority = "HIGHEST"
-
-        def after_train_iter(self, runner: Any) -> None:
-            clock.step_done(runner.step, runner.iter_seconds)
 
     with tempfile.TemporaryDirectory() as run:
         path = Path(run) / "bench.yaml"
@@ -243,7 +262,7 @@ def run_dslrun(args: argparse.Namespace) -> None:
             dsl.engine.stop_agreement.due = lambda *_: True  # type: ignore[assignment]
 
         runner = build_runner(load_resolved(path), resume=False)
-        runner.add_callback(Timer())
+        runner.add_callback(clock.dslrun_callback())
         runner.run()
         report(args, clock, runner.placement.world_size, runner.placement.rank,
                {"retraces": dict(runner.traces)})
@@ -335,13 +354,8 @@ def run_fit(args: argparse.Namespace) -> None:
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1, momentum=0.9),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     clock = Clock(args.warmup, args.launched_at, args.steps)
-
-    class Timer(tf.keras.callbacks.Callback):
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            clock.step_done(batch + 1)
-
     model.fit(reference_data(args), steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0,
-              callbacks=[Timer()])
+              callbacks=[clock.keras_callback()])
     report(args, clock, 1, 0)
 
 

@@ -69,19 +69,12 @@ def pipeline(args: argparse.Namespace, run: str) -> Any:
 
 def run_dslrun(args: argparse.Namespace) -> None:
     from dsl.commands._training import build_runner
-    from dsl.engine.hooks import Callback
 
     clock = Clock(args.warmup, args.launched_at, args.steps)
 
-    class Timer(Callback):
-        priority = "HIGHEST"
-
-        def after_train_iter(self, runner: Any) -> None:
-            clock.step_done(runner.step, runner.iter_seconds)
-
     with tempfile.TemporaryDirectory() as run:
         runner = build_runner(pipeline(args, run), resume=False)
-        runner.add_callback(Timer())
+        runner.add_callback(clock.dslrun_callback())
         runner.run()
         report(args, clock, runner.placement.world_size, runner.placement.rank, {"retraces": dict(runner.traces)})
 
@@ -136,7 +129,6 @@ class MaskedOnLogits:
 
 
 def run_fit(args: argparse.Namespace) -> None:
-    import tensorflow as tf
 
     with tempfile.TemporaryDirectory() as run:
         model, data, optimizer, context = reference_parts(args, run)
@@ -146,12 +138,7 @@ def run_fit(args: argparse.Namespace) -> None:
             loss = {"logits": loss.loss}
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
         clock = Clock(args.warmup, args.launched_at, args.steps)
-
-        class Timer(tf.keras.callbacks.Callback):
-            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-                clock.step_done(batch + 1)
-
-        model.fit(data, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0, callbacks=[Timer()])
+        model.fit(data, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0, callbacks=[clock.keras_callback()])
         report(args, clock, 1, 0)
 
 

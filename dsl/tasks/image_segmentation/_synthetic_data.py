@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dsl.datasets import layout
+from dsl.datasets import layout, shapes
 
 SHAPES = ("disc", "square", "triangle")
 HEADER = ("image_path", "mask_path")
@@ -76,14 +76,7 @@ def _shape(kind: str, xs: np.ndarray, ys: np.ndarray, size: int, rng: np.random.
     """The pixels inside one shape of `kind`, of random size and position (boolean (S, S))."""
     radius = rng.uniform(size / 9, size / 4)
     cx, cy = rng.uniform(radius * 0.5, size - radius * 0.5, 2)
-    dx, dy = xs - cx, ys - cy
-    if kind == "disc":
-        return np.asarray(dx * dx + dy * dy <= radius * radius)
-    if kind == "square":
-        half = radius * 0.85
-        return np.asarray((np.abs(dx) <= half) & (np.abs(dy) <= half))
-    # A triangle pointing up: apex at (cx, cy - radius), base of width 2*radius at cy + radius.
-    return np.asarray((dy >= -radius) & (dy <= radius) & (np.abs(dx) <= (dy + radius) / 2))
+    return shapes.inside(kind, xs - cx, ys - cy, radius)
 
 
 def _tint(label: int, num_classes: int, rng: np.random.Generator) -> np.ndarray:

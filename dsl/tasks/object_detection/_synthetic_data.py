@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl.datasets import layout
+from dsl.datasets import layout, shapes
 
 SHAPES = ("disc", "square", "triangle")
 HEADER = ("image_path", "x_min", "y_min", "x_max", "y_max", "label")
@@ -112,18 +112,10 @@ def _placed(kind: str, xs: np.ndarray, ys: np.ndarray, size: int, rng: np.random
         cx, cy = rng.uniform(radius, size - radius, 2)
         box = (cx - radius, cy - radius, cx + radius, cy + radius)
         if all(_iou(box, other[:4]) <= MAX_OVERLAP for other in found):
-            return _shape(kind, xs - cx, ys - cy, radius)
+            return shapes.inside(kind, xs - cx, ys - cy, radius)
     return None
 
 
-def _shape(kind: str, dx: np.ndarray, dy: np.ndarray, radius: float) -> np.ndarray:
-    if kind == "disc":
-        return np.asarray(dx * dx + dy * dy <= radius * radius)
-    if kind == "square":
-        half = radius * 0.85
-        return np.asarray((np.abs(dx) <= half) & (np.abs(dy) <= half))
-    # A triangle pointing up: apex at (cx, cy - radius), base of width 2*radius at cy + radius.
-    return np.asarray((dy >= -radius) & (dy <= radius) & (np.abs(dx) <= (dy + radius) / 2))
 
 
 def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
