@@ -80,6 +80,7 @@ class FakeRunner:
         self.phase_outputs: dict[str, float] = {}
         self.iter_seconds = 0.1
         self.should_stop, self.failed, self.stop_reason, self.resumed = False, False, "", False
+        self.phase_recorded_before = False  # nothing resumed here (tests/test_resume_records.py resumes real runs)
         self.saves: list[int] = []
         self.metrics: list[tuple[str, dict[str, float], int]] = []
         self.model, self.optimizer, self.checkpoint, self.checkpoint_manager = model or StubModel(), None, None, None

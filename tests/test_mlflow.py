@@ -38,6 +38,30 @@ def test_validate_names_the_extra_when_mlflow_is_missing(tmp_path: Path) -> None
     ]
 
 
+def test_a_folder_store_this_mlflow_refuses_is_a_validate_error(tmp_path: Path) -> None:
+    """MLflow 3.13 raises when its client is made on a folder (`file:` or a path), unless
+    MLFLOW_ALLOW_FILE_STORE=true: the run began with a traceback. Now validate says so, located,
+    with a database URI to use instead."""
+    from dsl.callbacks._mlflow_check import FOLDER_STORE_REFUSED, _mlflow_version
+
+    if _mlflow_version() < FOLDER_STORE_REFUSED:
+        pytest.skip(f"the installed MLflow ({_mlflow_version()}) still writes to folders")
+    for uri in (f"file://{tmp_path}/mlruns", "mlruns"):
+        file = tracked_pipeline(tmp_path, uri)
+        result = dslrun("validate", str(file), check=False, env={**ENV, "MLFLOW_ALLOW_FILE_STORE": ""})
+        assert result.returncode == 1, result.stdout
+        folder = Path(uri.removeprefix("file://")).absolute()
+        assert result.stdout.splitlines()[0] == (
+            f"{file}:6:19: error: callbacks[0].tracking_uri: MLflow {'.'.join(map(str, _mlflow_version()))} no longer "
+            f"writes to a folder ({uri}); use a database, e.g. tracking_uri: sqlite:///{folder.with_suffix('.db')}, or "
+            "a tracking server, or set MLFLOW_ALLOW_FILE_STORE=true to keep the folder")
+        assert dslrun("validate", str(file), env={**ENV, "MLFLOW_ALLOW_FILE_STORE": "true"}).returncode == 0
+        ran = dslrun("run", str(file), check=False, env={**ENV, "MLFLOW_ALLOW_FILE_STORE": ""})
+        assert ran.returncode == 1 and "Traceback" not in ran.stderr and "no longer writes to a folder" in ran.stderr
+        assert not (tmp_path / "run").exists()
+    assert dslrun("validate", str(tracked_pipeline(tmp_path, f"sqlite:///{tmp_path}/mlflow.db"))).returncode == 0
+
+
 def tracked_pipeline(tmp_path: Path, uri: str) -> Path:
     file = tmp_path / "tracked.yaml"
     file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks:\n  - type: mlflow\n"

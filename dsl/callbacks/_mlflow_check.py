@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from dsl.language.diagnostics import Diagnostic, SourceMap
@@ -22,13 +24,55 @@ INSTALL_HINT = 'install MLflow with: pip install "dslrun[mlflow]" (or pip instal
 
 
 def check_mlflow_installed(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
-    """A pipeline with the mlflow callback needs the mlflow package (looked up, not imported)."""
+    """A pipeline with the mlflow callback needs the mlflow package (looked up, not imported),
+    and a store this MLflow writes to (`check_folder_store`)."""
     for index, callback in enumerate(pipeline.get("callbacks") or []):
         if isinstance(callback, dict) and callback.get("type") == "mlflow" and importlib.util.find_spec("mlflow") is None:
             path = ("callbacks", index, "type")
             return [Diagnostic.at(sources.locate(path), path, f"the mlflow callback needs MLflow, which is not installed; "
                                                               f"{INSTALL_HINT}")]
-    return []
+    return check_folder_store(pipeline, sources)
+
+
+# MLflow 3.13 turned its folder store (`file:` URIs, plain paths) into an exception raised when
+# the client is made, unless MLFLOW_ALLOW_FILE_STORE is true: the run's first line would be a traceback.
+FOLDER_STORE_REFUSED = (3, 13)
+
+
+def check_folder_store(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """An mlflow callback's store that is a folder, which the installed MLflow refuses to open."""
+    if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1") or \
+            _mlflow_version() < FOLDER_STORE_REFUSED:
+        return []
+    found = []
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        if not (isinstance(callback, dict) and callback.get("type") == "mlflow"):
+            continue
+        written = callback.get("tracking_uri")
+        uri = written or os.environ.get("MLFLOW_TRACKING_URI") or ""
+        parts = urllib.parse.urlsplit(uri)
+        if not uri or (parts.scheme != "file" and (len(parts.scheme) > 1 or parts.netloc)):
+            continue  # MLflow's default (a database), a database, a server: not a folder
+        folder = Path(parts.path if parts.scheme == "file" else uri).absolute()
+        path = ("callbacks", index, "tracking_uri" if written else "type")
+        source = "" if written else " (from MLFLOW_TRACKING_URI)"
+        found.append(Diagnostic.at(sources.locate(path), path, (
+            f"MLflow {'.'.join(map(str, _mlflow_version()))} no longer writes to a folder ({uri}{source}); use a "
+            f"database, e.g. tracking_uri: sqlite:///{folder.with_suffix('.db')}, or a tracking server, or set "
+            "MLFLOW_ALLOW_FILE_STORE=true to keep the folder")))
+    return found
+
+
+def _mlflow_version() -> tuple[int, ...]:
+    """The installed MLflow's (major, minor), read from its metadata without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("mlflow")
+    except PackageNotFoundError:
+        return (0, 0)
+    numbers = [int(part) for part in re.findall(r"\d+", found)[:2]]
+    return tuple(numbers) if len(numbers) == 2 else (0, 0)
 
 
 SERVER_TIMEOUT_SECONDS = 5.0

@@ -52,6 +52,8 @@ class CsvLogger(Callback):
             return []
 
     def after_epoch(self, runner: Any) -> None:
+        if runner.phase_recorded_before:
+            return  # written before the run was resumed
         row = {"mode": runner.mode, "epoch": runner.epoch, "step": runner.step, **runner.phase_outputs}
         if any(name not in self.columns for name in row):
             base = self.columns or list(_FIRST_COLUMNS)

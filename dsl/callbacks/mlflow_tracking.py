@@ -1,4 +1,4 @@
-"""`mlflow`: the run in an MLflow tracking server (or a local folder): parameters, metrics, artifacts.
+"""`mlflow`: the run in an MLflow tracking server (or a local database): parameters, metrics, artifacts.
 
 Rank 0 logs, once per run directory: the MLflow run's id is kept in `<model_dir>/mlflow.json`,
 so a resumed run continues the same MLflow run instead of starting a second one. The resolved
@@ -46,8 +46,9 @@ REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_R
     params={
         "tracking_uri": {
             "description": (
-                "Where runs are recorded: a server (http://host:5000), a database (sqlite:///mlflow.db) or a "
-                "local folder; null: MLflow's own default (MLFLOW_TRACKING_URI, else its local store)."
+                "Where runs are recorded: a server (http://host:5000) or a database (sqlite:///mlflow.db); a local "
+                "folder only with MLflow before 3.13 or MLFLOW_ALLOW_FILE_STORE=true; null: MLflow's own default "
+                "(MLFLOW_TRACKING_URI, else its local store)."
             ),
             "type": ["string", "null"],
             "default": None,
@@ -92,13 +93,15 @@ class MlflowTracking(Callback):
         self.down = False  # the server stopped answering; retried at phase ends
         self.unsent: list[tuple[dict[str, Any], int]] = []  # phase values it has not taken yet
         self.run_id: str | None = None
+        self.stored: dict[str, Any] = {}  # what the record (mlflow.json) holds: the server and the run's id
+        self.sent_step = -1  # the last step whose train values MLflow took (kept in the record)
         started, run_id = self._tracked(runner, self._start, runner)
         if started:
             self.run_id = run_id
             runner.notice(f"mlflow: run {self.run_id} at {shown_uri(self.client.tracking_uri)}")
 
     def _start(self, runner: Any) -> str:
-        return self._resumed_run() or self._new_run(runner)
+        return self._resumed_run(runner) or self._new_run(runner)
 
     def _tracked(self, runner: Any, request: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
         """(True, `request(*args)`), or (False, None) when the server fails it: said once, and
@@ -119,7 +122,7 @@ class MlflowTracking(Callback):
             self.down = False
         return True, result
 
-    def _resumed_run(self) -> str | None:
+    def _resumed_run(self, runner: Any) -> str | None:
         try:
             stored = json.loads(self.record.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -127,6 +130,9 @@ class MlflowTracking(Callback):
         if stored.get("tracking_uri") not in (shown_uri(self.client.tracking_uri), self.client.tracking_uri):
             return None
         self.client.update_run(stored["run_id"], status="RUNNING")
+        self.stored = {"tracking_uri": stored["tracking_uri"], "run_id": stored["run_id"]}
+        # A run resumed from the checkpoint the user named (--resume-from) may take another path: sent again.
+        self.sent_step = int(stored.get("sent_step", -1)) if runner.resume_from is None else -1
         return str(stored["run_id"])
 
     def _new_run(self, runner: Any) -> str:
@@ -148,8 +154,8 @@ class MlflowTracking(Callback):
 
         # The server without its password (a run directory is read by the whole team); a new password still
         # continues the same MLflow run.
-        atomic_write_text(self.record, json.dumps({"tracking_uri": shown_uri(self.client.tracking_uri),
-                                                   "run_id": run_id}) + "\n")
+        self.stored = {"tracking_uri": shown_uri(self.client.tracking_uri), "run_id": run_id}
+        atomic_write_text(self.record, json.dumps(self.stored) + "\n")
         return str(run_id)
 
     def _log_params(self, run_id: str, pipeline: dict[str, Any]) -> None:
@@ -172,11 +178,23 @@ class MlflowTracking(Callback):
     def after_train_iter(self, runner: Any) -> None:
         if self.run_id is None or self.down:
             return  # skipped while the server does not answer: a step value is one of many
-        if runner.step % int(self.params.get("every_n_iters", 10)) == 0:
+        if runner.step % int(self.params.get("every_n_iters", 10)) == 0 and runner.step > self.sent_step:
             values = {f"train/{k}": v for k, v in runner.outputs.items()}
-            self._tracked(runner, self._log_metrics, self.run_id, values, runner.step)
+            if self._tracked(runner, self._log_metrics, self.run_id, values, runner.step)[0]:
+                self._note_sent(runner.step)
+
+    def _note_sent(self, step: int) -> None:
+        """Keep the last step whose values MLflow took in the run's record: a run killed after
+        its last checkpoint trains those steps again when resumed, and MLflow would draw each
+        of them twice (it keeps every value logged at a step)."""
+        from dsl.engine.rundir import atomic_write_text
+
+        self.sent_step = step
+        atomic_write_text(self.record, json.dumps({**self.stored, "sent_step": step}) + "\n")
 
     def after_epoch(self, runner: Any) -> None:
+        if runner.phase_recorded_before:
+            return  # sent before the run was interrupted: the resumed run ran it again, to the same values
         # A train phase's means go under train_epoch/: under train/ they would interleave with the
         # step values of the same name, one curve zig-zagging between two kinds of value.
         phase = "train_epoch" if runner.mode == "train" else runner.mode

@@ -202,7 +202,9 @@ class RunnerView(Protocol):
     `phase_steps`), the settings (`pipeline`, `workflow`, `by_epoch`, `max_epochs`,
     `max_iters`, batch sizes, `steps_per_epoch`), `model`, `optimizer`, `placement`.
     After an iter: `outputs` (the last call's values) and `iter_seconds`; after a phase:
-    `phase_outputs` (its averaged values). `should_stop` / `failed` say a stop is asked.
+    `phase_outputs` (its averaged values) and `phase_recorded_before` (a resumed run ran
+    again a phase it had recorded, to the same values: a writer of records leaves it out).
+    `should_stop` / `failed` say a stop is asked.
     A callback changes the run only by `request_stop`, `fail` and `save_checkpoint`.
     """
 
@@ -228,6 +230,7 @@ class RunnerView(Protocol):
     phase_steps: int | None
     outputs: dict[str, float]
     phase_outputs: dict[str, float]
+    phase_recorded_before: bool
     iter_seconds: float
     resumed: bool
 

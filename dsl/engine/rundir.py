@@ -17,6 +17,7 @@ import csv
 import fcntl
 import io
 import json
+import math
 import os
 import tempfile
 import time
@@ -105,6 +106,34 @@ def is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+class ReplayedPhases:
+    """The phase records a resumed run finds from its checkpoint's step on, by (mode, step).
+
+    A checkpoint is written when a train phase ends, so a run stopped after the val phase that
+    follows (or later, before the next checkpoint) resumes before it and runs those phases again:
+    on the same weights, to the same values, which the writers of records (the metrics file,
+    csv_logger, mlflow) leave out rather than record twice. A phase whose values differ (the
+    pipeline changed in between, or --resume-from chose an older checkpoint) is recorded.
+    """
+
+    def __init__(self, records: list[dict[str, Any]] | None = None, step: int = 0) -> None:
+        self.records: dict[tuple[str, int], dict[str, Any]] = {}
+        for record in records or []:
+            try:
+                at = int(float(record.get("step")))  # type: ignore[arg-type]  # CSV values come back as strings
+            except (TypeError, ValueError):
+                continue
+            if at >= step and isinstance(record.get("mode"), str):
+                self.records[(record["mode"], at)] = record
+
+    def holds(self, mode: str, step: int, values: dict[str, Any]) -> bool:
+        """Whether (mode, step) was recorded with these values."""
+        recorded = self.records.get((mode, step))
+        return recorded is not None and all(
+            is_number(recorded.get(name)) and math.isclose(float(recorded[name]), float(value), rel_tol=1e-9)
+            for name, value in values.items() if is_number(value))
 
 
 class MetricsFile:

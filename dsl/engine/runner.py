@@ -38,7 +38,7 @@ from dsl.engine.phases import Phase, due_phases, plan_phases
 from dsl.engine.precision import loss_scale_variables, with_loss_scaling
 from dsl.engine.replicas import ReplicaState, replicas_agree
 from dsl.engine.run_state import Read, RunState, World
-from dsl.engine.rundir import MetricsFile, clear_done, mark_done
+from dsl.engine.rundir import MetricsFile, ReplayedPhases, clear_done, mark_done
 from dsl.engine.steps import phase_metrics
 from dsl.engine.summaries import SummaryWriters
 from dsl.language.errors import DslError
@@ -102,6 +102,7 @@ class Runner:
                                        self.model_dir, compiled.max_to_keep, self.placement, self.notice)
         self.metrics_format: str = params.metrics_format
         self.metrics_file = MetricsFile(self.model_dir, self.metrics_format) if self.placement.is_chief else None
+        self.replayed, self.phase_recorded_before = ReplayedPhases(), False  # phases a resume runs again (rundir.py)
         self.summaries = SummaryWriters(self.model_dir, self.placement)
         self._graph_args: tuple[Any, ...] | None = None
 
@@ -261,6 +262,8 @@ class Runner:
         """
         restored = resume.restore(self, weights_only, option)
         self.run_state.apply(restored)
+        if self.resumed and not weights_only and self.metrics_file is not None:
+            self.replayed = ReplayedPhases(self.metrics_file.read(), self.step)
         if restored.stopped and not self.should_stop:
             self.request_stop("a callback of the chief ended the run")
 
@@ -370,7 +373,10 @@ class Runner:
         if skipped is not None:
             self.phase_outputs["skipped_examples"] = skipped
         self.history.append(record := {"mode": mode, **self.run_state.phase_epoch(partial), "step": self.step, **self.phase_outputs})
-        self.log_metrics(mode, {**record, **self.report.finish(self, mode), "seconds": round(seconds, 3)})
+        self.phase_recorded_before = self.replayed.holds(mode, self.step, self.phase_outputs)
+        report = self.report.finish(self, mode)
+        if not self.phase_recorded_before:
+            self.log_metrics(mode, {**record, **report, "seconds": round(seconds, 3)})
 
     def _next_chunk(self, wanted: int) -> tuple[Any, int]:
         """The iterator positioned at the next batch, and how many steps it can still give."""
