@@ -6,6 +6,7 @@ box statistics, and train / eval / predict / export through the real CLI on data
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,17 @@ def test_validate_data_sums_up_the_boxes_and_locates_a_bad_row(tmp_path: Path, b
                             env={**ENV, "DATA_DIR": str(bad)}, timeout=120)
     assert result.returncode == 1
     assert f"{bad / 'train.csv'}:4:1: error: inputter.train: unknown label 'hexagon'" in result.stdout, result.stdout
+    # An image a COCO file names is missing: detection's inputters have no skip_corrupt, so the
+    # error does not suggest it (it did, and the setting was then refused).
+    coco = tmp_path / "coco"
+    shutil.copytree(boxes, coco)
+    (coco / "train" / "images" / "00002.png").unlink()
+    result = subprocess.run([*DSLRUN, "validate", str(PIPELINE), "--data", "--set",
+                             f"inputter={{type: coco_json, train: {coco / 'train.json'}, val: {coco / 'eval.json'}, "
+                             "num_classes: 3}"], capture_output=True, text=True, env=ENV, timeout=120)
+    assert result.returncode == 1
+    assert f"{coco / 'train.json'}:1:1: error: inputter.train: image {coco / 'train' / 'images' / '00002.png'}: No such " \
+           "file or directory; fix or remove it" in result.stdout.splitlines(), result.stdout
 
 
 # ------------------------------------------------------------------------------ the shipped pipeline
@@ -283,7 +295,14 @@ def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, t
     best = everything["detections"][0]
     assert best["class"] in ("disc", "square", "triangle") and 0 < best["score"] <= 1
     assert all(0 <= v <= 64 for v in best["box"]) and best["box"][0] < best["box"][2]
-    assert Image.open(record["overlay"]).size == (64, 64)
+    # Drawn 6x larger (towards 384 px, whole pixels), so that the class names and scores can be read.
+    assert Image.open(record["overlay"]).size == (384, 384)
+    # Nothing at the threshold: the record gives the best score, and predict says a lower threshold shows more.
+    nothing = run_cli(boxes, "predict", str(PIPELINE), str(image), "--threshold", "1", *sets(trained))
+    empty = json.loads(nothing.stdout.splitlines()[-1])
+    assert empty["detections"] == [] and empty["highest_score"] == best["score"]
+    assert f"dslrun: predict: no detection of {image} scores --threshold 1 or more (its best: {best['score']:.2f}); a " \
+           "lower --threshold shows the boxes below it" in nothing.stderr.splitlines(), nothing.stderr
 
 
 @pytest.mark.slow

@@ -173,3 +173,13 @@ def test_predict_names_a_missing_or_broken_image_in_one_line(trained: Path, tmp_
         f"dslrun: error: cannot read image {missing}: No such file or directory",
         f"dslrun: error: cannot read image {broken}: not a PNG or JPEG file",
     ]
+
+
+def test_eval_of_a_mode_without_data_says_so_before_reading_a_checkpoint(tmp_path: Path) -> None:
+    """It loaded the checkpoint (seconds) before saying there was no test data; the pipeline alone
+    says it, and no run directory is needed for that."""
+    path = tmp_path / "p.yaml"
+    path.write_text(PIPELINE.format(data=tmp_path / "nowhere", run=tmp_path / "never-trained"), encoding="utf-8")
+    result = invoke("eval", str(path), "--mode", "test")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "dslrun: error: the inputter has no test data; set inputter.test"

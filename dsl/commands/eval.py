@@ -33,7 +33,11 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     if timeout is not None and not watch:
         raise click.UsageError("--timeout only applies to --watch")
     pipeline = pipeline_or_exit(path, overrides)
+    from dsl.inputters import declared_modes
     from dsl.language.errors import DslError
+
+    if mode not in declared_modes(pipeline.inputter.arguments()):  # said before any checkpoint is read
+        raise DslError(f"the inputter has no {mode} data; set inputter.{mode}")
 
     if watch:
         from dsl.commands._training import build_runner, single_process

@@ -93,6 +93,7 @@ def check_data(
 def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], sources: SourceMap,
                  sample: int | None = None) -> list[Diagnostic]:
     report.source, report.class_names, report.generated = split.source, split.class_names, split.count
+    report.one_class_each = split.one_class_each
     found: list[Diagnostic] = []
     extra = 0
 
@@ -103,12 +104,16 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
         else:
             extra += 1
 
+    # Only an inputter that reads its files while training can leave an unusable one out (detection's do not).
+    can_skip = "skip_corrupt" in registry.lookup("inputter", str(inputter.get("type"))).params
+
     def unusable(item: Example, why: str) -> None:
         report.unusable += 1
         if inputter.get("skip_corrupt"):
             add(Diagnostic.at(item.where, report.key, f"{why}; skip_corrupt leaves it out", "warning"))
         else:
-            add(Diagnostic.at(item.where, report.key, f"{why}; fix or remove it (or set inputter.skip_corrupt: true)"))
+            hint = " (or set inputter.skip_corrupt: true)" if can_skip else ""
+            add(Diagnostic.at(item.where, report.key, f"{why}; fix or remove it{hint}"))
 
     reservoir = Reservoir(sample) if sample is not None else None
     seen_problems: set[str] = set()

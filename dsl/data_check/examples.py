@@ -59,6 +59,9 @@ class Split:
     source: str  # what was read, for the summary: "data/train.csv", "5 .bin files"
     class_names: list[str] | None = None
     count: int | None = None  # examples that are generated, not listed (nothing to read)
+    # An example is of one class (classification); False: of several (a detection image's boxes),
+    # so the summary gives no examples per class (the details count the boxes per class).
+    one_class_each: bool = True
     # More of the summary once the items are read, from the resolved pipeline (a detection
     # set's boxes per image and class, their sizes against the anchors).
     details: Callable[[dict[str, Any]], list[str]] | None = None

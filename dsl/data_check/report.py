@@ -29,6 +29,7 @@ class SplitReport:
     source: str = ""
     class_names: list[str] | None = None
     generated: int | None = None  # examples generated in memory (nothing read)
+    one_class_each: bool = True  # Split.one_class_each
     examples: int = 0  # usable examples
     unusable: int = 0  # listed examples whose image is missing or bad
     labels: Counter[Any] = field(default_factory=Counter)
@@ -81,7 +82,8 @@ class SplitReport:
     def summary(self, inputter: dict[str, Any], world_size: int, batch_size: int | None = None) -> str:
         """One line: `inputter.train: 2000 examples from train.csv; 10 classes, 180-220 each; 32x32 RGB; 31 steps ...`."""
         batch = f"batch {batch_size or inputter['batch_size']} x {world_size} process{'es' * (world_size != 1)}"
-        unit = "steps per epoch" if self.mode == "train" else "batches per pass"
+        unit = ("step" if self.steps == 1 else "steps") + " per epoch" if self.mode == "train" else \
+            ("batch" if self.steps == 1 else "batches") + " per pass"
         if self.generated is not None:
             return f"{self.key}: {self.generated} examples {self.source}; {self.steps} {unit} ({batch})"
         if not self.examples and not self.unusable:
@@ -91,6 +93,8 @@ class SplitReport:
             parts[0] += f", {self.unusable} more unusable"
         if self.pixels:
             parts.append(f"pixels per class: {_shares(self)}")
+        elif self.labels and not self.one_class_each:
+            parts.append(f"{len(self.class_names or self.labels)} classes")
         elif self.labels:
             low, high = min(self.labels.values()), max(self.labels.values())
             parts.append(f"{len(self.labels)} classes, {low}-{high} each" if low != high else

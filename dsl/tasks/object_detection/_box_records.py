@@ -2,17 +2,21 @@
 
 Boxes come out of the network normalised to the fed image; the record gives them in pixels
 of the input file (x_min, y_min, x_max, y_max), the CSV inputter's convention. The overlay
-draws each box and its class name and score on the input image, one colour per class.
+draws each box and its class name and score on the input image, one colour per class, enlarged
+when the image is small.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dsl.modelers.mask_records import _original, _unused, palette
+
+OVERLAY_SIDE = 384  # the overlay of a smaller image is enlarged by a whole factor towards this side
 
 
 def box_record(source: dict[str, Any], predictions: dict[str, Any], features: np.ndarray,
@@ -33,6 +37,14 @@ def box_record(source: dict[str, Any], predictions: dict[str, Any], features: np
         detections.append({"class": name, "label": int(label), "score": round(float(score), 6),
                            "box": [round(x0 * width, 2), round(y0 * height, 2), round(x1 * width, 2), round(y1 * height, 2)]})
     record: dict[str, Any] = {**source, "size": [height, width], "threshold": threshold, "detections": detections}
+    if not detections and len(scores):
+        # A young detector's scores stay low (focal loss): say what a lower threshold would show.
+        record["highest_score"] = round(float(scores.max()), 6)
+        if not options.get("said_threshold"):
+            options["said_threshold"] = True
+            print(f"dslrun: predict: no detection of {source.get('image', 'an input')} scores --threshold {threshold:g} "
+                  f"or more (its best: {float(scores.max()):.2f}); a lower --threshold shows the boxes below it",
+                  file=sys.stderr, flush=True)
     if options.get("overlay"):
         record["overlay"] = _overlay(picture, detections, source, options)
     return record
@@ -45,12 +57,15 @@ def _overlay(picture: Any, detections: list[dict[str, Any]], source: dict[str, A
     folder.mkdir(parents=True, exist_ok=True)
     stem = _unused(Path(str(source.get("image", "input"))).stem, options.setdefault("taken", set()))
     colours = palette(max([d["label"] for d in detections], default=0) + 2)[1:]
+    # A small image (96 px) is drawn enlarged, whole pixels to a side, so that the labels can be read.
+    scale = max(1, OVERLAY_SIDE // max(picture.size))
+    picture = picture.resize((picture.size[0] * scale, picture.size[1] * scale), resample=0)  # 0: nearest
     draw = ImageDraw.Draw(picture)
     for detection in detections:
         colour = tuple(int(c) for c in colours[detection["label"]])
-        draw.rectangle(detection["box"], outline=colour, width=2)
-        draw.text((detection["box"][0] + 2, detection["box"][1] + 1), f"{detection['class']} {detection['score']:.2f}",
-                  fill=colour)
+        box = [value * scale for value in detection["box"]]
+        draw.rectangle(box, outline=colour, width=2)
+        draw.text((box[0] + 2, box[1] + 1), f"{detection['class']} {detection['score']:.2f}", fill=colour)
     path = folder / f"{stem}_overlay.png"
     picture.save(path, format="PNG")
     return str(path)

@@ -96,7 +96,8 @@ def detection_split(params: dict[str, Any], mode: str, layout: str) -> Split:
 
         found = coco_class_names(params)
         names = found if found is not None and len(found) == params["num_classes"] else None
-    split = Split(_items(params, mode, layout, stats), source=", ".join(as_list(params[mode])), class_names=names)
+    split = Split(_items(params, mode, layout, stats), source=", ".join(as_list(params[mode])), class_names=names,
+                  one_class_each=False)
     split.details = lambda pipeline: stats.lines(pipeline, names)
     split.warnings = lambda pipeline: stats.anchor_warnings(pipeline, mode)
     return split
