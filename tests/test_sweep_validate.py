@@ -93,6 +93,16 @@ def test_each_sweep_mistake_is_one_located_error(tmp_path: Path, old: str, new: 
     assert validate(tmp_path, edit(old, new)) == (1, [expected])
 
 
+def test_a_mistake_of_the_pipeline_itself_is_not_blamed_on_the_space(tmp_path: Path) -> None:
+    """A second terminate_on_nan callback is refused whatever a trial sets: one error where it is, not a
+    second at a space's bound telling the user to narrow a range that was never the problem."""
+    text = VALID.replace("sweep:\n", "callbacks: !append\n  - {type: terminate_on_nan}\n  - {type: terminate_on_nan}\n"
+                                      "sweep:\n", 1)
+    code, lines = validate(tmp_path, text)
+    assert code == 1 and len(lines) == 1, lines
+    assert "terminate_on_nan callback may appear only once" in lines[0] and "narrow the space" not in lines[0], lines
+
+
 def test_switching_a_component_type_is_checked_with_the_new_type_s_parameters(tmp_path: Path) -> None:
     """cifar10.yaml writes momentum: 0.9, which adam refuses; defaults of momentum SGD are no problem."""
     text = edit("runner.horovod.compression: {type: choice, values: [none, fp16]}",

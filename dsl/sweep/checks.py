@@ -39,8 +39,10 @@ def check_sweep(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     base = {key: value for key, value in pipeline.items() if key != "sweep"}
     found: list[Diagnostic] = []
     spaces = read_spaces(sweep)
+    # What the pipeline refuses whatever a trial sets (validate reports it where it is): no space's fault.
+    already = {(d.path, d.message) for d in _errors(copy.deepcopy(base), sources)} if spaces else set()
     for space in spaces:
-        found += _check_space(space, sweep["parameters"][space.path], base, sources)
+        found += _check_space(space, sweep["parameters"][space.path], base, sources, already)
     found += _check_metric(sweep, pipeline, sources)
     found += _check_method(sweep, spaces, sources)
     found += _check_slots(sweep, pipeline, sources)
@@ -51,7 +53,8 @@ def _param_path(space: Space, *more: str | int) -> JsonPath:
     return ("sweep", "parameters", space.path, *more)
 
 
-def _check_space(space: Space, spec: dict[str, Any], base: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+def _check_space(space: Space, spec: dict[str, Any], base: dict[str, Any], sources: SourceMap,
+                 already: set[tuple[str, str]]) -> list[Diagnostic]:
     found = []
     for key in sorted(set(spec) - _TYPE_KEYS[space.type] - {"type"}):
         path = _param_path(space, key)
@@ -69,6 +72,7 @@ def _check_space(space: Space, spec: dict[str, Any], base: dict[str, Any], sourc
                               f"a sweep cannot tune {space.path}: the sweep sets it for each trial (or it is no setting)")]
     for value in space.candidates():
         refused, problems = _try_value(base, sources, space.path, value)
+        problems = [d for d in problems if refused or (d.path, d.message) not in already]
         if not problems:
             continue
         first = problems[0]
@@ -95,11 +99,9 @@ def _value_key(space: Space, value: Any) -> tuple[str | int, ...]:
 def _try_value(base: dict[str, Any], sources: SourceMap, path: str, value: Any) -> tuple[bool, list[Diagnostic]]:
     """(whether --set refuses the path itself, the errors of the pipeline with `path` set to `value` as a
     trial's --set sets it); no errors when it is valid."""
-    from dsl.language.checks import run_checks
     from dsl.language.defaults import fill_defaults
     from dsl.language.resolve import Tree, apply_overrides
     from dsl.language.schema import allowed_keys
-    from dsl.language.schema_errors import validate_tree
 
     tree = Tree(copy.deepcopy(base), SourceMap(sources.entries, sources.root))
     apply_overrides(tree, [override(path, value)], allowed_keys)
@@ -109,10 +111,16 @@ def _try_value(base: dict[str, Any], sources: SourceMap, path: str, value: Any) 
     if path.endswith(".type"):  # another component: its defaults, not the former one's
         _drop_defaults(tree.value, _json_path(path)[:-1], tree.sources)
         tree.value = fill_defaults(tree.value)
-    errors = [d for d in validate_tree(tree.value, tree.sources) if is_error(d)]
-    if not errors:
-        errors = [d for d in run_checks(tree.value, tree.sources) if is_error(d)]
-    return False, errors
+    return False, _errors(tree.value, tree.sources)
+
+
+def _errors(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """The schema's errors of `pipeline`, else the errors of its cross-section rules."""
+    from dsl.language.checks import run_checks
+    from dsl.language.schema_errors import validate_tree
+
+    errors = [d for d in validate_tree(pipeline, sources) if is_error(d)]
+    return errors or [d for d in run_checks(pipeline, sources) if is_error(d)]
 
 
 def _json_path(dotted: str) -> JsonPath:
