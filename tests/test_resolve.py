@@ -155,6 +155,15 @@ def test_set_existing_missing_optional_and_indexed_paths(tmp_path: Path) -> None
     assert (origin.value.file, origin.value.line, origin.value.col) == ("<--set>", 5, 29)
 
 
+def test_set_reaches_a_key_holding_dots_when_it_is_quoted(tmp_path: Path) -> None:
+    """A sweep's parameters are named by dotted paths (`network.depth`); split at every dot,
+    `--set sweep.parameters.network.depth.values=...` reached no such key. Quoted, it does."""
+    path = write(tmp_path, "p.yaml", BASE + "sweep:\n  parameters:\n    network.depth: {type: choice, values: [20, 32]}\n")
+    for quoted in ('sweep.parameters["network.depth"].values=[20, 44]', "sweep.parameters['network.depth'].values=[20, 44]"):
+        tree = resolve(path, [quoted], environ={})
+        assert messages(tree) == [] and tree.value["sweep"]["parameters"]["network.depth"]["values"] == [20, 44]
+
+
 @pytest.mark.parametrize(
     "override, expected",
     [

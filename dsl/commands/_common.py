@@ -17,7 +17,8 @@ set_option = click.option(
     "overrides",
     multiple=True,
     metavar="PATH=VALUE",
-    help="Override a value, e.g. --set runner.max_epochs=2 (value parsed as YAML; repeatable).",
+    help="Override a value, e.g. --set runner.max_epochs=2 (value parsed as YAML; repeatable; a key holding dots "
+         "in quotes: sweep.parameters[\"network.depth\"].values=[20, 44]).",
 )
 
 CHECKPOINT_HELP = (

@@ -301,7 +301,8 @@ def _substitute_string(text: str, path: JsonPath, tree: Tree, environ: Mapping[s
 
 # ---------------------------------------------------------------------------- --set
 
-_SEGMENT = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+# A list index `[1]`, a quoted key `["network.depth"]` (a key holding dots: a sweep's parameter), a plain key.
+_SEGMENT = re.compile(r"""\[(\d+)\]|\[(["'])(.+?)\2\]|([^.\[\]"']+)""")
 
 AllowedKeys = Callable[[Any, JsonPath], "list[str] | None"]
 
@@ -317,7 +318,8 @@ def apply_overrides(tree: Tree, overrides: Sequence[str], allowed_keys: AllowedK
 
 
 def _parse_segments(path_text: str) -> list[tuple[str | int, int]] | None:
-    """'callbacks[1].every' -> [('callbacks', 0), (1, 9), ('every', 13)] (0-based columns)."""
+    """'callbacks[1].every' -> [('callbacks', 0), (1, 9), ('every', 13)] (0-based columns);
+    'sweep.parameters["network.depth"].values' keeps the quoted key whole."""
     segments: list[tuple[str | int, int]] = []
     position = 0
     expect_name = True
@@ -327,12 +329,14 @@ def _parse_segments(path_text: str) -> list[tuple[str | int, int]] | None:
             expect_name = True
             continue
         match = _SEGMENT.match(path_text, position)
-        if match is None or (match.group(2) is not None and not expect_name):
+        if match is None or (match.group(4) is not None and not expect_name):
             return None
         if match.group(1) is not None:
             segments.append((int(match.group(1)), match.start()))
+        elif match.group(3) is not None:
+            segments.append((match.group(3), match.start()))
         else:
-            name = match.group(2)
+            name = match.group(4)
             segments.append((int(name) if name.isdigit() else name, match.start()))
         position = match.end()
         expect_name = False
