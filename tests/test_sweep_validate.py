@@ -191,3 +191,27 @@ def test_the_median_rule_waits_a_third_of_a_trials_val_phases_unless_told() -> N
     short = SimpleNamespace(sweep={"early_stopping": {"type": "median"}},
                             pipeline={"runner": {"workflow": [["train", 1], ["val", 1]], "max_epochs": 2}})
     assert warmup_phases(short) == 1
+
+
+def test_a_pruned_trial_s_mlflow_run_says_it_was_pruned(tmp_path: Path) -> None:
+    """A pruned trial ended its MLflow run FINISHED, like a finished one (the trial takes the
+    sweep's SIGTERM for a preemption): the sweep marks it, in a real MLflow store."""
+    pytest.importorskip("mlflow")
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from dsl.sweep.tracking import mark_pruned
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("trials", artifact_location=str(tmp_path / "artifacts")))
+    client.set_terminated(run.info.run_id, "FINISHED")  # as the trial's callback ends it
+    trial = tmp_path / "trial-1"
+    trial.mkdir()
+    (trial / "mlflow.json").write_text(json.dumps({"tracking_uri": uri, "run_id": run.info.run_id}))
+    assert mark_pruned({"tracking_uri": uri}, trial, 2) is None
+    marked = client.get_run(run.info.run_id)
+    assert marked.info.status == "KILLED" and marked.data.tags["dslrun.pruned"] == "after val phase 2"
+    assert mark_pruned({"tracking_uri": uri}, tmp_path / "never-started", 1) == \
+        f"{tmp_path / 'never-started' / 'mlflow.json'} names no MLflow run"

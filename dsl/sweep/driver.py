@@ -291,6 +291,13 @@ class Sweep:
                 self._end(trial, process)
                 self._tell(trial, state=_state("PRUNED"))
                 say(f"trial {shown_number(trial)} pruned after val phase {step} ({self.plan.metric} {value:.4g})")
+                if self.env:  # tracked: its MLflow run says it was pruned
+                    from dsl.sweep.tracking import mark_pruned
+
+                    tracking = next(c for c in self.plan.pipeline["callbacks"] if c.get("type") == "mlflow")
+                    problem = mark_pruned(tracking, process.run_dir, step)
+                    if problem:
+                        say(f"warning: trial {shown_number(trial)}'s MLflow run is not marked pruned: {problem}")
                 return
         code = process.poll()
         if code is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from dsl.sweep.plan import SweepPlan
@@ -41,3 +42,24 @@ def finish_parent(tracking: dict[str, Any], run_id: str, study: Any, plan: Sweep
 
         client.set_tag(run_id, "dslrun.best_trial", str(shown_number(best)))
     client.set_terminated(run_id, status={0: "FINISHED", 130: "KILLED"}.get(code, "FAILED"))
+
+
+def mark_pruned(tracking: dict[str, Any], run_dir: Path, phases: int) -> str | None:
+    """A pruned trial's MLflow run: tagged `dslrun.pruned` and ended KILLED, not FINISHED as the
+    trial itself (stopped by SIGTERM, which it takes for a preemption) ended it. Why it could not
+    be marked, or None."""
+    import json
+
+    try:
+        run_id = json.loads((run_dir / "mlflow.json").read_text(encoding="utf-8"))["run_id"]
+    except (OSError, ValueError, KeyError):
+        return f"{run_dir / 'mlflow.json'} names no MLflow run"
+    from mlflow.tracking import MlflowClient
+
+    try:
+        client = MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+        client.set_tag(run_id, "dslrun.pruned", f"after val phase {phases}")
+        client.set_terminated(run_id, status="KILLED")
+    except Exception as exc:  # the tracking server's trouble must not end the sweep
+        return (" ".join(str(exc).split()) or type(exc).__name__)[:300]
+    return None
