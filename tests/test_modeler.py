@@ -411,3 +411,28 @@ def test_the_confusion_matrix_is_counted_example_by_example_as_tensorflow_counts
     assert np.array_equal(metric.total_cm.numpy(), expected) and expected.sum() == 768
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"outside 0\.\.num_classes-1"):
         metric.update_state(tf.constant([50]), tf.constant(np.ones((1, 50), np.float32)))
+
+
+def test_a_classifier_that_predicts_one_class_is_said_to_have_collapsed_once() -> None:
+    """A fine-tune collapsed to one class (val accuracy 0.20 of 5 classes) and nothing said so: the
+    report's confusion matrix does, once a run, after the val phase."""
+    from types import SimpleNamespace
+
+    from dsl.engine.phase_report import PhaseReport
+    from dsl.modelers._class_report import class_report
+
+    built = modeler(classes=3)
+    collapsed = class_report(np.array([[4, 0, 0], [5, 0, 0], [6, 0, 0]]), ["cat", "dog", "fox"])
+    healthy = class_report(np.array([[4, 0, 0], [1, 3, 1], [0, 0, 6]]), ["cat", "dog", "fox"])
+    assert built.report_warnings(healthy) == []
+    assert built.report_warnings(class_report(np.array([[4, 0], [0, 0]]), None)) == []  # the data has one class
+    [warning] = built.report_warnings(collapsed)
+    assert warning.startswith("every prediction is class 'cat' though the data holds 3 classes: the model has collapsed")
+    notices: list[str] = []
+    runner = SimpleNamespace(placement=SimpleNamespace(is_chief=True), step=40, notice=notices.append,
+                             summary_writer=lambda name: None, model_dir=None)
+    report = PhaseReport(SimpleNamespace(report_warnings=built.report_warnings))
+    for step in (40, 80):
+        runner.step, report.last = step, collapsed
+        report.finish(runner, "val")
+    assert notices == [f"warning: val, step 40: {warning}"]

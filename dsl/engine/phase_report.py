@@ -12,6 +12,8 @@ also wants a table per class and the confusion matrix. A modeler may offer, each
 - `write_report(report, folder, mode, title)`: the report drawn for a person — files in
   `folder` (the run directory) and summaries in the default TensorBoard writer; returns
   {what: path}. Only the chief calls it.
+- `report_warnings(report)`: what the report shows is wrong, in words (a classifier whose
+  predictions all fall in one class); said once a run, on the chief, after a val phase.
 
 Nothing here knows a task: the report goes from the modeler to the record, the run
 directory and TensorBoard as it is.
@@ -28,6 +30,7 @@ class PhaseReport:
     def __init__(self, modeler: Any) -> None:
         self.modeler = modeler
         self.last: dict[str, Any] | None = None
+        self.warned = False
 
     def take(self, metrics: dict[str, Any]) -> None:
         """Make the report of the pass `metrics` counted (call while they hold every rank's sums)."""
@@ -56,4 +59,9 @@ class PhaseReport:
         if mode != "val":
             return {}
         self.write(runner, "val", "val", runner.step, f"val, step {runner.step}")
+        warnings = getattr(self.modeler, "report_warnings", None)
+        if self.last and warnings is not None and runner.placement.is_chief and not self.warned:
+            for text in warnings(self.last):
+                runner.notice(f"warning: val, step {runner.step}: {text}")
+                self.warned = True
         return self.outputs()

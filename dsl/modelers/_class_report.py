@@ -71,6 +71,15 @@ def class_report(matrix: np.ndarray, names: list[str] | None) -> dict[str, Any]:
     return {"per_class": rows, "confusion_matrix": [[int(v) for v in row] for row in matrix]}
 
 
+def collapsed_to(report: dict[str, Any]) -> str | None:
+    """The name of the one class every example was predicted as, when the data holds several; else None."""
+    matrix = np.asarray(report["confusion_matrix"])
+    predicted, support = matrix.sum(axis=0), matrix.sum(axis=1)
+    if (support > 0).sum() < 2 or (predicted > 0).sum() != 1:
+        return None
+    return str(report["per_class"][int(np.argmax(predicted))]["name"])
+
+
 def class_labels(num_classes: int, names: list[str] | None) -> list[str]:
     """The classes' names when there is one per class, else their indices as text."""
     return list(names) if names and len(names) == num_classes else [str(k) for k in range(num_classes)]

@@ -136,6 +136,18 @@ class ClassificationModeler(BaseModeler):
         return {f"{value}_{key}": row[value] for value in ("precision", "recall", "f1", "support")
                 for key, row in zip(keys, rows)}
 
+    def report_warnings(self, report: dict[str, Any]) -> list[str]:
+        """A model whose every prediction is one class, though the data holds several: collapsed
+        (a val accuracy near one class's share says the same, less plainly)."""
+        from dsl.modelers._class_report import collapsed_to
+
+        name = collapsed_to(report)
+        if name is None:
+            return []
+        return [f"every prediction is class {name!r} though the data holds {sum(r['support'] > 0 for r in report['per_class'])} "
+                "classes: the model has collapsed to one class (a learning rate too high, or frozen batch-norm "
+                "statistics that do not fit the data, are usual causes)"]
+
     def write_report(self, report: dict[str, Any], folder: Path, mode: str, title: str) -> dict[str, str]:
         """The confusion matrix as `confusion_matrix_<mode>.png` in `folder` (the latest evaluation of
         `mode`'s data) and as the TensorBoard image `<mode>/confusion_matrix`; none above
