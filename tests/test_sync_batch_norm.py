@@ -55,3 +55,21 @@ def test_switchable_layers_switched_off_normalise_like_plain_batch_norm() -> Non
     assert convert_batch_norm(converted, horovod_switchable()) is converted  # a resize keeps the model
     images = np.random.default_rng(0).random((4, 8, 8, 3), np.float32)
     np.testing.assert_allclose(converted(images, training=True), model(images, training=True), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("network", "expected"), [
+    ({"type": "retinanet"}, True),  # its small backbone normalises every convolution, without a parameter saying so
+    ({"type": "retinanet", "backbone": "VGG16"}, False),
+    ({"type": "keras_application", "name": "MobileNetV2"}, True),
+    ({"type": "keras_application", "name": "ConvNeXtTiny"}, False),  # layer normalisation
+    ({"type": "fcn", "backbone": "ResNet50"}, True),
+    ({"type": "simple_cnn", "batch_norm": True}, True),  # its parameters say
+    ({"type": "simple_cnn", "batch_norm": False}, False),
+    ({"type": "resnet_cifar", "batch_norm_momentum": 0.997}, True),
+])
+def test_validate_knows_which_networks_normalise_before_building_them(network: dict, expected: bool) -> None:
+    """validate --world-size 2 decided 'off' for a detector whose run then said 'on (auto ...)', and a
+    forced false gave no warning: the network types that always normalise now say so (register(batch_norm=))."""
+    from dsl.distributed.sync_batch_norm import normalises
+
+    assert normalises(network) is expected

@@ -100,7 +100,17 @@ def switch_for(runner: Mapping[str, Any]) -> str | None:
 
 
 def normalises(network: Mapping[str, Any]) -> bool:
-    """Whether the network section has batch normalisation, as its parameters say (`batch_norm:
+    """Whether the network section has batch normalisation: as its type declares
+    (`register(batch_norm=...)`: a detector's backbone), else as its parameters say (`batch_norm:
     true`, or batch-norm settings: a ResNet always normalises). The run asks the built model."""
+    from dsl.language.errors import RegistryError
+    from dsl.language.registry import lookup
+
+    try:
+        declared = lookup("network", str(network.get("type"))).batch_norm
+    except RegistryError:
+        declared = None
+    if declared is not None:
+        return bool(declared(dict(network)))
     return bool(network.get("batch_norm")) or "batch_norm_momentum" in network
 

@@ -96,6 +96,7 @@ class Component:
     build_checks: tuple[Callable[..., Any], ...] = ()
     start_checks: tuple[Callable[..., Any], ...] = ()
     predict_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    batch_norm: Callable[[dict[str, Any]], bool] | None = None
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema of this component's section, `type` included, no unknown keys."""
@@ -140,6 +141,7 @@ def register(
     build_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     start_checks: tuple[Callable[..., Any], ...] | list[Callable[..., Any]] = (),
     predict_options: dict[str, dict[str, Any]] | None = None,
+    batch_norm: Callable[[dict[str, Any]], bool] | None = None,
     **extra: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
@@ -175,7 +177,10 @@ def register(
     (modelers) are the options of `dslrun predict` that shape this modeler's records, by name:
     `{"threshold": {"type": "number", "default": 0.5, "minimum": 0, "maximum": 1, "help": ...}}`
     (`"type": "flag"` for a switch); the command offers each, and refuses one the pipeline's
-    modeler does not declare. `extra` is merged into the component's schema (e.g.
+    modeler does not declare. `batch_norm(params)` (networks) says whether the network has batch
+    normalisation, which `dslrun validate --world-size N` needs to decide on synchronising it
+    before anything is built (None: its parameters say, `batch_norm: true` or
+    `batch_norm_momentum`). `extra` is merged into the component's schema (e.g.
     `allOf` for cross-field rules).
     """
     if kind not in KINDS:
@@ -221,6 +226,7 @@ def register(
             build_checks=tuple(build_checks),
             start_checks=tuple(start_checks),
             predict_options=dict(predict_options or {}),
+            batch_norm=batch_norm,
         )
         return builder
 

@@ -101,11 +101,18 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+def has_batch_norm(name: str) -> bool:
+    """Whether the tf.keras.applications model `name` normalises batches (all but VGG's and ConvNeXt's, which
+    has layer normalisation)."""
+    return not name.startswith(("VGG", "ConvNeXt"))
+
+
 @register(
     "network",
     "keras_application",
     params=PARAMS,
     required=("name",),
+    batch_norm=lambda params: has_batch_norm(str(params.get("name"))),
     rules=[size_rule],
     description="A tf.keras.applications model (MobileNetV2, ResNet50, ...) built for the pipeline's images.",
     batch=("image", "class"),

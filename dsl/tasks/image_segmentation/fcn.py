@@ -29,7 +29,7 @@ from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
 from dsl.networks import declare_head
 from dsl.networks.common import NUM_CLASSES_PARAM, num_classes
-from dsl.networks.keras_application import APPLICATIONS, load_weights, too_small, weights_path
+from dsl.networks.keras_application import APPLICATIONS, has_batch_norm, load_weights, too_small, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
 from dsl.tasks.image_segmentation._network import require_image_shape, segmentation_input
 
@@ -91,6 +91,7 @@ def sizes_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     "fcn",
     rules=[sizes_rule],
     params=PARAMS,
+    batch_norm=lambda params: has_batch_norm(str(params.get("backbone", PARAMS["backbone"]["default"]))),
     description="FCN-8s/16s/32s on a tf.keras.applications backbone: skip scores, bilinear upsampling, per-pixel logits.",
     batch=("image", "mask"),
 )

@@ -35,7 +35,7 @@ from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem
 from dsl.networks import declare_head
-from dsl.networks.keras_application import APPLICATIONS, load_weights, weights_path
+from dsl.networks.keras_application import APPLICATIONS, has_batch_norm, load_weights, weights_path
 from dsl.networks.keras_application import PARAMS as APPLICATION_PARAMS
 from dsl.tasks.object_detection._anchors import ANCHORS_PARAM, anchors_of, anchors_per_position
 
@@ -118,6 +118,8 @@ def anchors_fit(section: dict[str, Any], declared: Declared) -> list[Problem]:
     batch=("image", "boxes"),
     rules=[anchors_fit],
     facts=lambda params: {"anchors": anchors_of(params)},  # the modeler encodes its targets on them
+    # The small backbone normalises every convolution; an application backbone as Keras builds it.
+    batch_norm=lambda params: params.get("backbone", SMALL) == SMALL or has_batch_norm(str(params["backbone"])),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Model:
     """The detector: images (B, H, W, C) -> float32 (B, anchors, 4 + num_classes)."""
