@@ -15,10 +15,12 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dsl.language.diagnostics import Diagnostic, SourceMap
+from dsl.language.diagnostics import Path as JsonPath
 
 INSTALL_HINT = 'install MLflow with: pip install "dslrun[mlflow]" (or pip install mlflow)'
 
@@ -45,22 +47,26 @@ def check_folder_store(pipeline: dict[str, Any], sources: SourceMap) -> list[Dia
             _mlflow_version() < FOLDER_STORE_REFUSED:
         return []
     found = []
-    for index, callback in enumerate(pipeline.get("callbacks") or []):
-        if not (isinstance(callback, dict) and callback.get("type") == "mlflow"):
-            continue
-        written = callback.get("tracking_uri")
-        uri = written or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    for path, uri, source in _stores(pipeline):
         parts = urllib.parse.urlsplit(uri)
         if not uri or (parts.scheme != "file" and (len(parts.scheme) > 1 or parts.netloc)):
             continue  # MLflow's default (a database), a database, a server: not a folder
         folder = Path(parts.path if parts.scheme == "file" else uri).absolute()
-        path = ("callbacks", index, "tracking_uri" if written else "type")
-        source = "" if written else " (from MLFLOW_TRACKING_URI)"
         found.append(Diagnostic.at(sources.locate(path), path, (
             f"MLflow {'.'.join(map(str, _mlflow_version()))} no longer writes to a folder ({uri}{source}); use a "
             f"database, e.g. tracking_uri: sqlite:///{folder.with_suffix('.db')}, or a tracking server, or set "
             "MLFLOW_ALLOW_FILE_STORE=true to keep the folder")))
     return found
+
+
+def _stores(pipeline: dict[str, Any]) -> Iterator[tuple[JsonPath, str, str]]:
+    """Each mlflow callback's store: (the path an error is located at, its URI ("" for MLflow's
+    default), " (from MLFLOW_TRACKING_URI)" when the environment named it)."""
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        if isinstance(callback, dict) and callback.get("type") == "mlflow":
+            written = callback.get("tracking_uri")
+            yield (("callbacks", index, "tracking_uri" if written else "type"),
+                   written or os.environ.get("MLFLOW_TRACKING_URI") or "", "" if written else " (from MLFLOW_TRACKING_URI)")
 
 
 def _mlflow_version() -> tuple[int, ...]:
@@ -85,17 +91,11 @@ def check_tracking_server(pipeline: dict[str, Any], sources: SourceMap) -> list[
     reached or does not answer in time is an error. Local stores (a folder, sqlite) need nothing.
     """
     found = []
-    for index, callback in enumerate(pipeline.get("callbacks") or []):
-        if not (isinstance(callback, dict) and callback.get("type") == "mlflow"):
-            continue
-        written = callback.get("tracking_uri")
-        uri = written or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    for path, uri, source in _stores(pipeline):
         if urllib.parse.urlsplit(uri).scheme not in ("http", "https"):
             continue
         problem = server_problem(uri, SERVER_TIMEOUT_SECONDS)
         if problem:
-            path = ("callbacks", index, "tracking_uri" if written else "type")
-            source = "" if written else " (from MLFLOW_TRACKING_URI)"
             found.append(Diagnostic.at(sources.locate(path), path, (
                 f"the MLflow tracking server {shown_uri(uri)}{source} does not answer: {problem}; start it or "
                 "correct the URI (dslrun asks before training, so that a run never waits on it)")))
