@@ -42,6 +42,11 @@ def configure_threads(local_size: int, intra_op: int | None, inter_op: int | Non
     tf.config.threading.set_inter_op_parallelism_threads(inter_op or max(1, min(2, share)))
 
 
+def on_cpus() -> bool:
+    """No GPU here: the processes of this host share its cores."""
+    return not tf.config.list_physical_devices("GPU")
+
+
 def pin_gpu(local_rank: int) -> None:
     """One GPU per process (the process's index among the tasks of its host)."""
     gpus = tf.config.list_physical_devices("GPU")

@@ -30,6 +30,7 @@ from typing import Any
 
 from backends._tf_config import parse_tf_config
 from backends.base import Backend
+from dsl.distributed.busy_host import say_busy_host
 from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine.contracts import ReconcileCall, StepCall, StepParts
 from dsl.language.context import Placement
@@ -100,6 +101,8 @@ class CollectiveBackend(Backend):
         ops.pin_gpu(self.placement.local_rank)
         ops.configure_threads(len(local), self.runner_params.get("intra_op_threads"),
                               self.runner_params.get("inter_op_threads"))
+        if rank == 0 and ops.on_cpus():
+            say_busy_host(len(local))
         try:
             self.strategy = ops.make_strategy(
                 self.cluster, self.settings.get("communication", "auto"), self.settings.get("timeout_seconds"),

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.base import Backend
+from dsl.distributed.busy_host import say_busy_host
 from dsl.distributed.sync_batch_norm import BatchNormSync
 from dsl.engine.contracts import ElasticRunner
 from dsl.language.context import Placement
@@ -123,7 +124,10 @@ class HorovodBackend(Backend):
             gpu = gpus[self.hvd.local_rank() % len(gpus)]
             tf.config.experimental.set_memory_growth(gpu, True)
             tf.config.set_visible_devices(gpu, "GPU")
-        elif not self.runner_params.get("intra_op_threads"):
+            return
+        if self.hvd.rank() == 0:
+            say_busy_host(self.hvd.local_size())
+        if not self.runner_params.get("intra_op_threads"):
             # N ranks each using every core fight over them; one share each is faster.
             share = max(1, (os.cpu_count() or 1) // max(1, self.hvd.local_size()))
             tf.config.threading.set_intra_op_parallelism_threads(share)

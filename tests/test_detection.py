@@ -280,6 +280,23 @@ def test_the_shipped_pipeline_learns_and_eval_agrees(boxes: Path, trained: Path)
     assert evaluated["map_50"] == pytest.approx(val[-1]["map_50"], abs=1e-6)
 
 
+def _iou(a: list[float], b: list[float]) -> float:
+    """IoU of two [x_min, y_min, x_max, y_max] boxes, written here again to check predict's."""
+    inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def test_one_box_per_object_keeps_the_best_class_and_separate_objects() -> None:
+    from dsl.tasks.object_detection._box_records import one_per_object
+
+    found = [{"class": "a", "score": 0.4, "box": [0, 0, 10, 10]},
+             {"class": "b", "score": 0.9, "box": [1, 0, 11, 10]},   # the same object, better: kept
+             {"class": "a", "score": 0.3, "box": [20, 20, 30, 30]},  # another object: kept
+             {"class": "c", "score": 0.2, "box": [5, 0, 15, 10]}]    # IoU 0.43 with b: kept at 0.5
+    assert [d["class"] for d in one_per_object(found, 0.5)] == ["b", "a", "c"]
+    assert [d["class"] for d in one_per_object(found, 0.3)] == ["b", "a"]
+
+
 @pytest.mark.slow
 def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, tmp_path: Path) -> None:
     image = boxes / "eval" / "images" / "00000.png"
@@ -292,6 +309,15 @@ def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, t
     everything = json.loads(run_cli(boxes, "predict", str(PIPELINE), str(image), "--threshold", "0",
                                     *sets(trained)).stdout.splitlines()[-1])
     assert everything["threshold"] == 0.0 and len(everything["detections"]) > len(record["detections"])
+    # One box per object unless --all-classes: the model's NMS is per class, so at a low threshold
+    # one shape carries a box of every class it resembles.
+    every_class = json.loads(run_cli(boxes, "predict", str(PIPELINE), str(image), "--threshold", "0", "--all-classes",
+                                     *sets(trained)).stdout.splitlines()[-1])
+    hidden = everything.get("overlapping_hidden", 0)
+    assert hidden > 0 and len(every_class["detections"]) == len(everything["detections"]) + hidden
+    assert "overlapping_hidden" not in every_class
+    shown = everything["detections"]
+    assert all(_iou(a["box"], b["box"]) < 0.5 for i, a in enumerate(shown) for b in shown[i + 1:])
     best = everything["detections"][0]
     assert best["class"] in ("disc", "square", "triangle") and 0 < best["score"] <= 1
     assert all(0 <= v <= 64 for v in best["box"]) and best["box"][0] < best["box"][2]

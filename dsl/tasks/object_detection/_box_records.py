@@ -4,6 +4,11 @@ Boxes come out of the network normalised to the fed image; the record gives them
 of the input file (x_min, y_min, x_max, y_max), the CSV inputter's convention. The overlay
 draws each box and its class name and score on the input image, one colour per class, enlarged
 when the image is small.
+
+The model's non-maximum suppression is per class (mAP wants it so), so one object can carry a box
+of every class it resembles; a reader wants one answer per object. Unless `--all-classes` is
+given, a box overlapping a better-scoring box of another class (IoU of at least the modeler's
+`nms_iou`) is left out of the record and the drawing, and the record counts it.
 """
 
 from __future__ import annotations
@@ -36,7 +41,13 @@ def box_record(source: dict[str, Any], predictions: dict[str, Any], features: np
         name = class_names[int(label)] if class_names and int(label) < len(class_names) else str(int(label))
         detections.append({"class": name, "label": int(label), "score": round(float(score), 6),
                            "box": [round(x0 * width, 2), round(y0 * height, 2), round(x1 * width, 2), round(y1 * height, 2)]})
+    hidden = 0
+    if not options.get("all_classes"):
+        kept = one_per_object(detections, float(options.get("nms_iou", 0.5)))
+        hidden, detections = len(detections) - len(kept), kept
     record: dict[str, Any] = {**source, "size": [height, width], "threshold": threshold, "detections": detections}
+    if hidden:
+        record["overlapping_hidden"] = hidden  # boxes of other classes on the same objects (--all-classes shows them)
     if not detections and len(scores):
         # A young detector's scores stay low (focal loss): say what a lower threshold would show.
         record["highest_score"] = round(float(scores.max()), 6)
@@ -48,6 +59,25 @@ def box_record(source: dict[str, Any], predictions: dict[str, Any], features: np
     if options.get("overlay"):
         record["overlay"] = _overlay(picture, detections, source, options)
     return record
+
+
+def one_per_object(detections: list[dict[str, Any]], iou: float) -> list[dict[str, Any]]:
+    """The detections, best score first, without any box whose IoU with a better kept one (of any
+    class) reaches `iou`: class-agnostic suppression over the model's per-class result."""
+    kept: list[dict[str, Any]] = []
+    for detection in sorted(detections, key=lambda d: -d["score"]):
+        if all(_iou(detection["box"], other["box"]) < iou for other in kept):
+            kept.append(detection)
+    return kept
+
+
+def _iou(a: list[float], b: list[float]) -> float:
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    if width <= 0 or height <= 0:
+        return 0.0
+    overlap = width * height
+    return overlap / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - overlap)
 
 
 def _overlay(picture: Any, detections: list[dict[str, Any]], source: dict[str, Any], options: dict[str, Any]) -> str:

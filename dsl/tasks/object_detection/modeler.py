@@ -94,6 +94,8 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     batch=("image", "boxes"),
     predict_options={
         "overlay": {"type": "flag", "help": "Also write each image with its prediction drawn over it, under --out"},
+        "all_classes": {"type": "flag", "help": "Keep every class's box of an object (by default a box overlapping a "
+                                                "better one of another class by modeler.nms_iou is left out)"},
         "threshold": {"type": "number", "minimum": 0.0, "maximum": 1.0, "default": 0.5,
                       "help": "Only the detections scoring at least this in each record and drawing (the model keeps "
                               "every one above modeler.score_threshold, which mAP needs)"},
@@ -190,4 +192,5 @@ class ObjectDetectionModeler(BaseModeler):
         pixels of the input file; with `options['overlay']` the image with the boxes drawn, under `options['out']`."""
         from dsl.tasks.object_detection._box_records import box_record
 
+        options.setdefault("nms_iou", self.params["nms_iou"])  # the overlap that makes two boxes one object
         return box_record(source, predictions, features, getattr(self.context, "class_names", None), options)
