@@ -145,8 +145,9 @@ class ClassificationModeler(BaseModeler):
         if name is None:
             return []
         return [f"every prediction is class {name!r} though the data holds {sum(r['support'] > 0 for r in report['per_class'])} "
-                "classes: the model has collapsed to one class (a learning rate too high, or frozen batch-norm "
-                "statistics that do not fit the data, are usual causes)"]
+                "classes: the model has collapsed to one class (usual causes: too few training steps so far for "
+                "batch-norm statistics to settle, a learning rate too high, or frozen batch-norm statistics that "
+                "do not fit the data)"]
 
     def write_report(self, report: dict[str, Any], folder: Path, mode: str, title: str) -> dict[str, str]:
         """The confusion matrix as `confusion_matrix_<mode>.png` in `folder` (the latest evaluation of
