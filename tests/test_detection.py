@@ -297,6 +297,28 @@ def test_one_box_per_object_keeps_the_best_class_and_separate_objects() -> None:
     assert [d["class"] for d in one_per_object(found, 0.3)] == ["b", "a"]
 
 
+def test_an_overlay_labels_each_box_on_a_patch_of_its_colour_readable_on_a_dark_image(tmp_path: Path) -> None:
+    """The second trial could not read navy labels on black digits: a label is now drawn on a filled
+    patch of the box's bright colour, in black or white ink, above the box where it fits."""
+    from dsl.tasks.object_detection._box_records import _overlay, box_colour
+
+    picture = Image.new("RGB", (96, 96))  # black, as the digit scenes
+    found = [{"class": "eight", "label": 8, "score": 0.42, "box": [30.0, 40.0, 60.0, 70.0]},
+             {"class": "one", "label": 1, "score": 0.91, "box": [2.0, 1.0, 20.0, 30.0]}]  # no room above: inside
+    path = _overlay(picture, found, {"image": "scene.png"}, {"out": str(tmp_path)})
+    drawn = np.asarray(Image.open(path).convert("RGB"))
+    assert drawn.shape == (384, 384, 3)
+    for detection, rows in ((found[0], slice(40 * 4 - 10, 40 * 4)), (found[1], slice(1 * 4 + 3, 1 * 4 + 10))):
+        colour = np.array(box_colour(detection["label"]))
+        assert colour.max() == 255 and colour.sum() > 300  # bright on black
+        x = int(detection["box"][0] * 4)
+        patch = drawn[rows, x + 1:x + 30]
+        # The box's colour (the patch) around the ink, where the black image was.
+        ink = np.array((0, 0, 0) if colour @ (0.2126, 0.7152, 0.0722) > 140 else (255, 255, 255))
+        assert (patch == colour).all(axis=-1).mean() > 0.3 and (patch == ink).all(axis=-1).mean() > 0.05
+    assert box_colour(1) != box_colour(2) and box_colour(3) == box_colour(3)
+
+
 @pytest.mark.slow
 def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, tmp_path: Path) -> None:
     image = boxes / "eval" / "images" / "00000.png"

@@ -189,7 +189,7 @@ def test_the_sweep_writes_the_best_pipeline_and_plots(study: Study, env: dict[st
     assert best.is_file() and (study.directory / "optimization_history.png").stat().st_size > 1000
     checked = subprocess.run([*DSLRUN, "validate", str(best)], capture_output=True, text=True, env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "sweep:" not in best.read_text() and "model_dir: runs/tune-best" in best.read_text()
+    assert "sweep:" not in best.read_text() and f"model_dir: {study.directory / 'best-run'}" in best.read_text()
 
 
 @pytest.mark.multiprocess

@@ -215,3 +215,19 @@ def test_a_pruned_trial_s_mlflow_run_says_it_was_pruned(tmp_path: Path) -> None:
     assert marked.info.status == "KILLED" and marked.data.tags["dslrun.pruned"] == "after val phase 2"
     assert mark_pruned({"tracking_uri": uri}, tmp_path / "never-started", 1) == \
         f"{tmp_path / 'never-started' / 'mlflow.json'} names no MLflow run"
+
+
+def test_a_failed_trial_s_reason_is_dslrun_s_own_last_word(tmp_path: Path) -> None:
+    """MLflow's "View run" links follow dslrun's failure line in a trial's log; the sweep table's
+    reason was theirs. A rank's prefix is left out too."""
+    from dsl.sweep.trial import TrialProcess
+
+    (tmp_path / "trial.log").write_text(
+        "$ horovodrun -np 2 dslrun run trial.yaml\n"
+        "[1,0]<stdout>:run failed at step 21; no checkpoint of this state was saved\n"
+        "[1,0]<stderr>:dslrun: failed: the train loss diverged: 105.6 at step 21 is 18x its first value 5.784\n"
+        "[1,0]<stdout>:\U0001F3C3 View run trial-0005 at: http://127.0.0.1:5055/#/experiments/1/runs/a7\n"
+        "[1,0]<stdout>:\U0001F9EA View experiment at: http://127.0.0.1:5055/#/experiments/1\n", encoding="utf-8")
+    trial = TrialProcess.__new__(TrialProcess)
+    trial.run_dir = tmp_path
+    assert trial.last_lines() == "dslrun: failed: the train loss diverged: 105.6 at step 21 is 18x its first value 5.784"

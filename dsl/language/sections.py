@@ -193,8 +193,8 @@ _AFTER_BACKENDS: dict[str, dict[str, Any]] = {
             "Arithmetic of the network: float32, mixed_bfloat16 or mixed_float16 (Keras mixed "
             "precision: variables stay float32, layers compute in the 16-bit type; the loss is "
             "computed in float32). bfloat16 changes the numbers a little and is fast where the "
-            "hardware has it (CPUs with AMX or AVX512-BF16, TPUs, NVIDIA Ampere and newer); measured "
-            "1.2-2x on this project's Sapphire Rapids CPU for ResNet-32. float16 is for NVIDIA GPUs "
+            "hardware has it (CPUs with AMX or AVX512-BF16, TPUs, NVIDIA Ampere and newer; docs/benchmarks.md, "
+            "P1, has what it gave here). float16 is for NVIDIA GPUs "
             "with Tensor Cores (Volta and newer): the loss is scaled dynamically so small gradients "
             "do not underflow (the scale is checkpointed); slow on CPUs; not with backend ps."
         ),

@@ -71,7 +71,8 @@ def best_trial(study: Any) -> Any | None:
 
 
 def write_best(plan: SweepPlan, trial: Any) -> Path | None:
-    """The best trial's pipeline as `best.yaml` in the sweep directory, with a run directory of its own."""
+    """The best trial's pipeline as `best.yaml` in the sweep directory, with a run directory of its own
+    there (`best-run/`)."""
     source = Path(trial.user_attrs.get("run_dir", plan.trial_dir(trial.number))) / "trial.yaml"
     if not source.exists():
         return None
@@ -81,7 +82,8 @@ def write_best(plan: SweepPlan, trial: Any) -> Path | None:
     from dsl.language.pipeline import dump_pipeline
 
     pipeline = yaml.safe_load(source.read_text(encoding="utf-8"))
-    pipeline["runner"]["model_dir"] = f"runs/{plan.pipeline['name']}-best"
+    # Beside the trials, wherever the sweep directory is: a relative path would follow the cwd.
+    pipeline["runner"]["model_dir"] = str(plan.directory / "best-run")
     from dsl.sweep.trial import shown_number
 
     header = (f"# The best trial (#{shown_number(trial)}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,9 @@ from dsl.sweep.plan import SweepPlan
 
 GRACE_SECONDS = 15.0
 _PR_SET_PDEATHSIG = 1
+# What a launcher puts before each line of a rank: horovodrun's and mpirun's `[1,0]<stderr>:`,
+# dslrun launch's `[chief] ` and `[worker:0] `.
+_RANK_PREFIX = re.compile(r"^(\[\d+,\d+\]<std(?:out|err)>:|\[[a-z]+(?::\d+)?\] )")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -143,9 +147,12 @@ class TrialProcess:
             lines = (self.run_dir / "trial.log").read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return ""
-        useful = [line.strip() for line in lines if line.strip() and not line.startswith("$ ")]
+        useful = [_RANK_PREFIX.sub("", line).strip() for line in lines if line.strip() and not line.startswith("$ ")]
+        # dslrun's own last word first: other lines (MLflow's "View run" links, a rank's
+        # traceback) may follow it in the log.
+        own = [line for line in useful if line.startswith(("dslrun: error:", "dslrun: failed:"))]
         errors = [line for line in useful if "error" in line.lower()]
-        return " | ".join((errors or useful)[-count:])
+        return " | ".join((own or errors or useful)[-count:])
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:

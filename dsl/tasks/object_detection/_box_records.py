@@ -2,8 +2,8 @@
 
 Boxes come out of the network normalised to the fed image; the record gives them in pixels
 of the input file (x_min, y_min, x_max, y_max), the CSV inputter's convention. The overlay
-draws each box and its class name and score on the input image, one colour per class, enlarged
-when the image is small.
+draws each box and its class name and score (on a patch of the box's colour) on the input image,
+one bright colour per class, enlarged when the image is small.
 
 The model's non-maximum suppression is per class (mAP wants it so), so one object can carry a box
 of every class it resembles; a reader wants one answer per object. Unless `--all-classes` is
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl.modelers.mask_records import _original, _unused, palette
+from dsl.modelers.mask_records import _original, _unused
 
 OVERLAY_SIDE = 384  # the overlay of a smaller image is enlarged by a whole factor towards this side
 
@@ -86,16 +86,47 @@ def _overlay(picture: Any, detections: list[dict[str, Any]], source: dict[str, A
     folder = Path(options["out"])
     folder.mkdir(parents=True, exist_ok=True)
     stem = _unused(Path(str(source.get("image", "input"))).stem, options.setdefault("taken", set()))
-    colours = palette(max([d["label"] for d in detections], default=0) + 2)[1:]
     # A small image (96 px) is drawn enlarged, whole pixels to a side, so that the labels can be read.
     scale = max(1, OVERLAY_SIDE // max(picture.size))
     picture = picture.resize((picture.size[0] * scale, picture.size[1] * scale), resample=0)  # 0: nearest
     draw = ImageDraw.Draw(picture)
+    font = _font(max(11, min(picture.size) // 24))
     for detection in detections:
-        colour = tuple(int(c) for c in colours[detection["label"]])
+        colour = box_colour(detection["label"])
         box = [value * scale for value in detection["box"]]
-        draw.rectangle(box, outline=colour, width=2)
-        draw.text((box[0] + 2, box[1] + 1), f"{detection['class']} {detection['score']:.2f}", fill=colour)
+        draw.rectangle(box, outline=colour, width=max(2, scale // 2))
+        # The label on a patch of the box's colour, above the box where it fits: readable on any
+        # background (the VOC palette's navy text vanished on dark images).
+        text = f"{detection['class']} {detection['score']:.2f}"
+        left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+        height = bottom - top + 4
+        y = box[1] - height if box[1] >= height else box[1]
+        draw.rectangle([box[0], y, box[0] + right - left + 4, y + height], fill=colour)
+        draw.text((box[0] + 2 - left, y + 2 - top), text, fill=_ink(colour), font=font)
     path = folder / f"{stem}_overlay.png"
     picture.save(path, format="PNG")
     return str(path)
+
+
+def box_colour(label: int) -> tuple[int, int, int]:
+    """A bright colour per class, the same in every run: hues a golden angle apart, so that
+    neighbouring class indices differ, at full value, so that boxes show on dark images."""
+    import colorsys
+
+    red, green, blue = colorsys.hsv_to_rgb((label * 0.618033988749895) % 1.0, 0.85, 1.0)
+    return int(red * 255), int(green * 255), int(blue * 255)
+
+
+def _ink(colour: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Black on a light patch, white on a dark one (relative luminance, ITU-R BT.709)."""
+    luminance = 0.2126 * colour[0] + 0.7152 * colour[1] + 0.0722 * colour[2]
+    return (0, 0, 0) if luminance > 140 else (255, 255, 255)
+
+
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)  # Pillow >= 10.1: a scalable font
+    except TypeError:
+        return ImageFont.load_default()
