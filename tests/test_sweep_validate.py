@@ -231,3 +231,40 @@ def test_a_failed_trial_s_reason_is_dslrun_s_own_last_word(tmp_path: Path) -> No
     trial = TrialProcess.__new__(TrialProcess)
     trial.run_dir = tmp_path
     assert trial.last_lines() == "dslrun: failed: the train loss diverged: 105.6 at step 21 is 18x its first value 5.784"
+
+
+def test_val_records_found_together_are_reported_as_successive_steps(tmp_path: Path) -> None:
+    """A resumed trial's metrics file is read from its start: its val records came in one read and
+    were all reported at one step (Optuna warned 'step=14 is already reported' and kept one)."""
+    import json
+
+    from dsl.sweep.trial import TrialProcess
+
+    metrics = tmp_path / "metrics.jsonl"
+    records = [{"mode": mode, "accuracy": value} for mode, value in
+               (("train", 0.1), ("val", 0.2), ("train", 0.3), ("val", 0.4), ("val", 0.5))]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records[:4]))
+    trial = TrialProcess.__new__(TrialProcess)
+    trial.metrics_file, trial.records_read, trial.values = metrics, 0, []
+    assert trial.new_steps("val", "accuracy") == [(1, 0.2), (2, 0.4)]
+    with metrics.open("a") as handle:
+        handle.write(json.dumps(records[4]) + "\n")
+    assert trial.new_steps("val", "accuracy") == [(3, 0.5)] and trial.new_steps("val", "accuracy") == []
+
+
+def test_a_resumed_trial_s_seconds_include_its_interrupted_attempt() -> None:
+    """The table's seconds of a trial interrupted and resumed counted the resumed part only."""
+    import types
+
+    import optuna
+
+    from dsl.sweep.report import status_rows
+
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL,
+                                              user_attrs={"seconds": 40.0, "interrupted": True}))
+    study.add_trial(optuna.trial.create_trial(value=0.9, user_attrs={"seconds": 15.2, "retry_of": 0}))
+    study.add_trial(optuna.trial.create_trial(value=0.8, user_attrs={"seconds": 30.0}))
+    plan = types.SimpleNamespace(metric="val/accuracy", spaces=[])
+    rows = status_rows(plan, study)  # type: ignore[arg-type]
+    assert [row[1:4] for row in rows[1:]] == [["complete", "0.9", "55.2"], ["complete", "0.8", "30.0"]], rows

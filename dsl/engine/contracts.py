@@ -157,7 +157,9 @@ class Modeler(Protocol):
 
     def loss(self, targets: Tensor, outputs: Tensor, model: Model) -> dict[str, Tensor]:
         """{'loss': the total to minimise, ...its parts} (scalars), from a batch's targets
-        and the network's outputs."""
+        and the network's outputs; a loss divided by a count over its batch (positive anchors,
+        tokens) also gives that count as 'weight', which a val phase weighs the batch by (else
+        its examples)."""
         ...
 
     def metrics(self, mode: str) -> dict[str, Metric]:

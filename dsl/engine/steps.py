@@ -193,11 +193,15 @@ def make_val_call(
             features, targets = next(iterator)
             outputs = model(features, training=False)
             losses = modeler.loss(targets, outputs, model)
-            # Weighted by batch size: a short last batch counts for what it holds.
+            # Weighted by what the batch's loss was divided by: its examples (a short last batch
+            # counts for what it holds), or the count a modeler normalised by (a detector's positive
+            # anchors, a translator's tokens). Then the phase's loss is the whole data's sum over
+            # its count, whatever the batches (and ranks) it was cut into.
             examples = tf.cast(tf.shape(tf.nest.flatten(targets)[0])[0], tf.float32)
-            loss_metric.update_state(losses["loss"], sample_weight=examples)
+            weight = tf.cast(losses.get("weight", examples), tf.float32)
+            loss_metric.update_state(losses["loss"], sample_weight=weight)
             for name, metric in terms.items():
-                metric.update_state(losses[name], sample_weight=examples)
+                metric.update_state(losses[name], sample_weight=weight)
             for metric in others.values():
                 metric.update_state(targets, outputs)
         outputs = {"loss": loss_metric.result()}

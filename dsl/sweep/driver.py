@@ -283,8 +283,7 @@ class Sweep:
         return path, str(resolved["runner"].get("metrics_format", "jsonl"))
 
     def _watch(self, trial: Any, process: TrialProcess) -> None:
-        for value in process.new_values(self.plan.phase, self.plan.output):
-            step = len(process.values)
+        for step, value in process.new_steps(self.plan.phase, self.plan.output):
             trial.report(value, step)
             if self.plan.sweep.get("early_stopping") and trial.should_prune():
                 process.stop()

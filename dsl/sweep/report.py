@@ -27,15 +27,13 @@ def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
     rows = [["trial", "state", plan.metric, "seconds", *(s.path for s in plan.spaces), "reason"]]
     trials = study.get_trials(deepcopy=False)
     continued = {t.user_attrs.get("retry_of") for t in trials}  # interrupted attempts a re-run took over
+    by_number = {t.number: t for t in trials}
     for trial in trials:
         if trial.number in continued:
             continue
         value = trial.value if trial.value is not None else (
             trial.intermediate_values[max(trial.intermediate_values)] if trial.intermediate_values else None)
-        seconds = trial.user_attrs.get("seconds")
-        if seconds is None and trial.datetime_start is not None:
-            end = trial.datetime_complete or datetime.datetime.now()
-            seconds = (end - trial.datetime_start).total_seconds()
+        seconds = _seconds(trial, by_number)
         state = trial.state.name.lower()
         if state == "fail" and trial.user_attrs.get("interrupted"):
             state = "interrupted"
@@ -46,6 +44,17 @@ def status_rows(plan: SweepPlan, study: Any) -> list[list[str]]:
             trial.user_attrs.get("failure", "") if state in ("fail", "interrupted") else "",
         ])
     return rows
+
+
+def _seconds(trial: Any, by_number: dict[int, Any]) -> float | None:
+    """The trial's time, the attempts it continued (interrupted, then resumed) included."""
+    seconds = trial.user_attrs.get("seconds")
+    if seconds is None and trial.datetime_start is not None:
+        end = trial.datetime_complete or datetime.datetime.now()
+        seconds = (end - trial.datetime_start).total_seconds()
+    before = by_number.get(trial.user_attrs.get("retry_of"))
+    earlier = _seconds(before, by_number) if before is not None and before is not trial else None
+    return seconds if earlier is None else (seconds or 0.0) + earlier
 
 
 def _shown(value: Any) -> str:

@@ -113,6 +113,12 @@ class TrialProcess:
         self.values += found
         return found
 
+    def new_steps(self, phase: str, output: str) -> list[tuple[int, float]]:
+        """`new_values` numbered as Optuna's steps: the n-th `phase` record of the trial is step n.
+        One call can find several (a resumed trial's file is read from its start)."""
+        fresh = self.new_values(phase, output)
+        return list(enumerate(fresh, start=len(self.values) - len(fresh) + 1))
+
     def poll(self) -> int | None:
         return self.process.poll()
 

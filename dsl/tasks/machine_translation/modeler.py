@@ -121,7 +121,8 @@ class TranslationModeler(BaseModeler):
         return ["cross_entropy", *(["l2_loss"] if self.params["weight_decay"] else [])]
 
     def loss(self, targets: Any, outputs: Any, model: Any) -> dict[str, Any]:
-        """{'loss': smoothed cross-entropy per global target token + l2_loss, and each part}."""
+        """{'loss': smoothed cross-entropy per global target token + l2_loss, each part, and the
+        tokens they were divided by as the batch's `weight` in a val phase's mean}."""
         import tensorflow as tf
 
         from dsl.engine.global_batch import count_normaliser
@@ -136,7 +137,7 @@ class TranslationModeler(BaseModeler):
         smoothed = tf.reduce_sum(per_token * real) / tokens
         cross_entropy = tf.reduce_sum(nll * real) / tokens
         l2_loss = self.l2_loss(model)
-        return {"loss": smoothed + l2_loss, "cross_entropy": cross_entropy, "l2_loss": l2_loss}
+        return {"loss": smoothed + l2_loss, "cross_entropy": cross_entropy, "l2_loss": l2_loss, "weight": tokens}
 
     def metrics(self, mode: str) -> dict[str, Any]:
         """BLEU, chrF, token accuracy and perplexity for val/test; none while training (no search runs there)."""

@@ -139,7 +139,8 @@ class ObjectDetectionModeler(BaseModeler):
         return ["class_loss", "box_loss", *(["l2_loss"] if self.params["weight_decay"] else [])]
 
     def loss(self, targets: Any, outputs: Any, model: Any) -> dict[str, Any]:
-        """{'loss': class_loss + box_loss_weight * box_loss + l2_loss, and each part}."""
+        """{'loss': class_loss + box_loss_weight * box_loss + l2_loss, each part, and the positives
+        they were divided by as the batch's `weight` in a val phase's mean}."""
         import tensorflow as tf
 
         from dsl.engine.global_batch import count_normaliser
@@ -158,7 +159,7 @@ class ObjectDetectionModeler(BaseModeler):
         box_loss = tf.reduce_sum(per_anchor * tf.cast(positive, tf.float32)) / positives
         l2_loss = self.l2_loss(model)
         total = class_loss + p["box_loss_weight"] * box_loss + l2_loss
-        return {"loss": total, "class_loss": class_loss, "box_loss": box_loss, "l2_loss": l2_loss}
+        return {"loss": total, "class_loss": class_loss, "box_loss": box_loss, "l2_loss": l2_loss, "weight": positives}
 
     def metrics(self, mode: str) -> dict[str, Any]:
         """COCO mAP and its views for val/test (gathered across ranks); none while training (NMS and
