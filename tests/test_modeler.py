@@ -415,7 +415,7 @@ def test_the_confusion_matrix_is_counted_example_by_example_as_tensorflow_counts
 
 def test_a_classifier_that_predicts_one_class_is_said_to_have_collapsed_once() -> None:
     """A fine-tune collapsed to one class (val accuracy 0.20 of 5 classes) and nothing said so: the
-    report's confusion matrix does, once a run, after the val phase."""
+    report's confusion matrix does, once a run, when it persists or ends the run."""
     from types import SimpleNamespace
 
     from dsl.engine.phase_report import PhaseReport
@@ -429,10 +429,19 @@ def test_a_classifier_that_predicts_one_class_is_said_to_have_collapsed_once() -
     [warning] = built.report_warnings(collapsed)
     assert warning.startswith("every prediction is class 'cat' though the data holds 3 classes: the model has collapsed")
     notices: list[str] = []
-    runner = SimpleNamespace(placement=SimpleNamespace(is_chief=True), step=40, notice=notices.append,
-                             summary_writer=lambda name: None, model_dir=None)
-    report = PhaseReport(SimpleNamespace(report_warnings=built.report_warnings))
-    for step in (40, 80):
-        runner.step, report.last = step, collapsed
-        report.finish(runner, "val")
-    assert notices == [f"warning: val, step 40: {warning}"]
+
+    def phases(*reports: dict, max_epochs: int = 10) -> list[str]:
+        notices.clear()
+        runner = SimpleNamespace(placement=SimpleNamespace(is_chief=True), notice=notices.append, max_epochs=max_epochs,
+                                 summary_writer=lambda name: None, model_dir=None)
+        report = PhaseReport(SimpleNamespace(report_warnings=built.report_warnings))
+        for epoch, last in enumerate(reports, start=1):
+            runner.epoch, runner.step, report.last = epoch, 40 * epoch, last
+            report.finish(runner, "val")
+        return list(notices)
+
+    # Said when two val phases in a row show it, once: a young network's first phase often does.
+    assert phases(collapsed, collapsed, collapsed) == [f"warning: val, step 80: {warning}"]
+    assert phases(collapsed, healthy, collapsed, healthy) == []
+    # ... or when the run's last phase does.
+    assert phases(healthy, collapsed, max_epochs=2) == [f"warning: val, step 80: {warning}"]

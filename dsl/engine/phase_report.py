@@ -13,7 +13,9 @@ also wants a table per class and the confusion matrix. A modeler may offer, each
   `folder` (the run directory) and summaries in the default TensorBoard writer; returns
   {what: path}. Only the chief calls it.
 - `report_warnings(report)`: what the report shows is wrong, in words (a classifier whose
-  predictions all fall in one class); said once a run, on the chief, after a val phase.
+  predictions all fall in one class); said once a run, on the chief, when two val phases in a
+  row show it or the run's last one does: the first val phase of a healthy run often shows a
+  young network predicting one class (a new user learned to ignore the warning there).
 
 Nothing here knows a task: the report goes from the modeler to the record, the run
 directory and TensorBoard as it is.
@@ -31,6 +33,7 @@ class PhaseReport:
         self.modeler = modeler
         self.last: dict[str, Any] | None = None
         self.warned = False
+        self.warned_before: list[str] = []  # the warnings of the val phase before this one
 
     def take(self, metrics: dict[str, Any]) -> None:
         """Make the report of the pass `metrics` counted (call while they hold every rank's sums)."""
@@ -61,7 +64,17 @@ class PhaseReport:
         self.write(runner, "val", "val", runner.step, f"val, step {runner.step}")
         warnings = getattr(self.modeler, "report_warnings", None)
         if self.last and warnings is not None and runner.placement.is_chief and not self.warned:
-            for text in warnings(self.last):
-                runner.notice(f"warning: val, step {runner.step}: {text}")
+            texts = warnings(self.last)
+            if texts and (self.warned_before or _last_phase(runner)):
+                for text in texts:
+                    runner.notice(f"warning: val, step {runner.step}: {text}")
                 self.warned = True
+            self.warned_before = texts
         return self.outputs()
+
+
+def _last_phase(runner: Any) -> bool:
+    """Whether the val phase that just ended is the run's last (its length reached)."""
+    if getattr(runner, "max_epochs", None) is not None:
+        return bool(runner.epoch >= runner.max_epochs)
+    return getattr(runner, "max_iters", None) is not None and runner.step >= runner.max_iters
