@@ -268,3 +268,31 @@ def test_a_resumed_trial_s_seconds_include_its_interrupted_attempt() -> None:
     plan = types.SimpleNamespace(metric="val/accuracy", spaces=[])
     rows = status_rows(plan, study)  # type: ignore[arg-type]
     assert [row[1:4] for row in rows[1:]] == [["complete", "0.9", "55.2"], ["complete", "0.8", "30.0"]], rows
+
+
+def test_a_resumed_study_does_not_replay_the_first_run_s_suggestions(tmp_path: Path) -> None:
+    """A new user's resumed sweep re-ran trials 0 and 1's exact values as trials 4 and 5: the sampler
+    was seeded anew with sweep.seed. A study opened again with trials in it draws on."""
+    from dsl.language.pipeline import load_pipeline
+    from dsl.sweep.driver import open_study
+    from dsl.sweep.plan import SweepPlan
+
+    file = tmp_path / "sweep.yaml"
+    file.write_text(edit("  early_stopping: {type: asha}\n",
+                         f"  method: random\n  seed: 3\n  directory: {tmp_path / 'sweep'}\n"))
+    plan = SweepPlan.read(str(file), (), load_pipeline(str(file)))
+
+    def ask(study):  # type: ignore[no-untyped-def]
+        trial = study.ask()
+        value = trial.suggest_float("modeler.optimizer.learning_rate", 0.01, 0.5, log=True)
+        study.tell(trial, 0.5)
+        return value
+
+    first = open_study(plan)
+    firsts = [ask(first), ask(first)]
+    again = open_study(plan)  # the same command run again
+    resumed = [ask(again), ask(again)]
+    assert not set(resumed) & set(firsts), (firsts, resumed)
+    fresh = SweepPlan.read(str(file), (), load_pipeline(str(file)))
+    fresh.storage = f"sqlite:///{tmp_path / 'other.db'}"
+    assert ask(open_study(fresh)) == firsts[0]  # a new study still starts from sweep.seed

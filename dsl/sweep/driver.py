@@ -68,9 +68,13 @@ def open_study(plan: SweepPlan, create: bool = True) -> Any:
         except KeyError:
             raise DslError(f"no study {plan.study_name!r} in {_shown_url(plan.storage)} yet; start it with "
                            f"dslrun sweep {plan.file}") from None
-    return optuna.create_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan),
-                               pruner=_pruner(plan), direction="maximize" if plan.goal == "max" else "minimize",
-                               load_if_exists=True)
+    study = optuna.create_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan),
+                                pruner=_pruner(plan), direction="maximize" if plan.goal == "max" else "minimize",
+                                load_if_exists=True)
+    before = len(study.get_trials(deepcopy=False))
+    if before:
+        study.sampler = _sampler(plan, before)
+    return study
 
 
 def _shown_url(url: str) -> str:
@@ -86,10 +90,16 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _sampler(plan: SweepPlan) -> Any:
+def _sampler(plan: SweepPlan, trials_before: int = 0) -> Any:
+    """The sampler of `sweep.method`. A study resumed with `trials_before` trials gets a seed drawn
+    from (sweep.seed, trials_before): the seed itself would replay the first run's suggestions, and
+    a resumed sweep spent its trials on configurations it had already tried."""
+    import numpy as np
     import optuna
 
     method, seed = plan.sweep.get("method", "tpe"), plan.sweep.get("seed")
+    if seed is not None and trials_before:
+        seed = int(np.random.SeedSequence([int(seed), trials_before]).generate_state(1)[0])
     if method == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if method == "grid":
