@@ -332,10 +332,10 @@ def test_predict_prints_named_boxes_and_draws_them(boxes: Path, trained: Path, t
     image = boxes / "eval" / "images" / "00000.png"
     result = run_cli(boxes, "predict", str(PIPELINE), str(image), "--out", str(tmp_path), "--overlay", *sets(trained))
     record = json.loads(result.stdout.splitlines()[-1])
-    # A display threshold (0.5 unless --threshold says): the model keeps every box above
+    # A display threshold (0.3 unless --threshold says): the model keeps every box above
     # modeler.score_threshold (0.05, for mAP), too many to read on a 64-pixel image.
-    assert record["image"] == str(image) and record["size"] == [64, 64] and record["threshold"] == 0.5
-    assert all(d["score"] >= 0.5 for d in record["detections"])
+    assert record["image"] == str(image) and record["size"] == [64, 64] and record["threshold"] == 0.3
+    assert all(d["score"] >= 0.3 for d in record["detections"])
     everything = json.loads(run_cli(boxes, "predict", str(PIPELINE), str(image), "--threshold", "0",
                                     *sets(trained)).stdout.splitlines()[-1])
     assert everything["threshold"] == 0.0 and len(everything["detections"]) > len(record["detections"])
