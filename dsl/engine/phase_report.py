@@ -33,7 +33,7 @@ class PhaseReport:
         self.modeler = modeler
         self.last: dict[str, Any] | None = None
         self.warned = False
-        self.warned_before: list[str] = []  # the warnings of the val phase before this one
+        self.warned_before = False  # whether the val phase before this one showed a warning
 
     def take(self, metrics: dict[str, Any]) -> None:
         """Make the report of the pass `metrics` counted (call while they hold every rank's sums)."""
@@ -69,7 +69,7 @@ class PhaseReport:
                 for text in texts:
                     runner.notice(f"warning: val, step {runner.step}: {text}")
                 self.warned = True
-            self.warned_before = texts
+            self.warned_before = bool(texts)
         return self.outputs()
 
 

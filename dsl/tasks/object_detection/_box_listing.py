@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,3 +327,12 @@ def coco_class_names(params: dict[str, Any]) -> list[str] | None:
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 return None
     return None
+
+
+def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """IoU of two [x_min, y_min, x_max, y_max] boxes (any unit); 0 for empty ones."""
+    width = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    height = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = width * height
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from dsl.modelers.mask_records import _original, _unused
+from dsl.tasks.object_detection._box_listing import box_iou
 
 OVERLAY_SIDE = 384  # the overlay of a smaller image is enlarged by a whole factor towards this side
 
@@ -66,18 +67,9 @@ def one_per_object(detections: list[dict[str, Any]], iou: float) -> list[dict[st
     class) reaches `iou`: class-agnostic suppression over the model's per-class result."""
     kept: list[dict[str, Any]] = []
     for detection in sorted(detections, key=lambda d: -d["score"]):
-        if all(_iou(detection["box"], other["box"]) < iou for other in kept):
+        if all(box_iou(detection["box"], other["box"]) < iou for other in kept):
             kept.append(detection)
     return kept
-
-
-def _iou(a: list[float], b: list[float]) -> float:
-    width = min(a[2], b[2]) - max(a[0], b[0])
-    height = min(a[3], b[3]) - max(a[1], b[1])
-    if width <= 0 or height <= 0:
-        return 0.0
-    overlap = width * height
-    return overlap / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - overlap)
 
 
 def _overlay(picture: Any, detections: list[dict[str, Any]], source: dict[str, Any], options: dict[str, Any]) -> str:

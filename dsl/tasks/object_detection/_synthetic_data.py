@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from dsl.datasets import layout, shapes
+from dsl.tasks.object_detection._box_listing import box_iou
 
 SHAPES = ("disc", "square", "triangle")
 HEADER = ("image_path", "x_min", "y_min", "x_max", "y_max", "label")
@@ -111,19 +112,11 @@ def _placed(kind: str, xs: np.ndarray, ys: np.ndarray, size: int, rng: np.random
         radius = rng.uniform(size / 10, size / 4)
         cx, cy = rng.uniform(radius, size - radius, 2)
         box = (cx - radius, cy - radius, cx + radius, cy + radius)
-        if all(_iou(box, other[:4]) <= MAX_OVERLAP for other in found):
+        if all(box_iou(box, other[:4]) <= MAX_OVERLAP for other in found):
             return shapes.inside(kind, xs - cx, ys - cy, radius)
     return None
 
 
-
-
-def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    width = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    height = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = width * height
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _tint(label: int, num_classes: int, rng: np.random.Generator) -> np.ndarray:
