@@ -675,9 +675,14 @@ def _keygen(path: Path) -> None:
 
 
 def _sshd_config(host: Host, host_key: Path, workdir: Path) -> str:
-    """A root-only, key-only sshd on the host's address; StrictModes off because /tmp is world-writable."""
+    """A root-only, key-only sshd on the host's address; StrictModes off because /tmp is world-writable.
+
+    Its sessions get the test session's TMPDIR (tests/conftest.py): a sshd session starts from a clean
+    environment, and the ranks a test kills on a host would leave their autograph modules in /tmp.
+    """
+    tmpdir = os.environ.get("TMPDIR", tempfile.gettempdir())
     return (
-        f"ListenAddress {host.address}\nPort 22\nHostKey {host_key}\nPidFile none\n"
+        f"ListenAddress {host.address}\nPort 22\nHostKey {host_key}\nPidFile none\nSetEnv TMPDIR={tmpdir}\n"
         f"AuthorizedKeysFile {workdir / 'authorized_keys'}\n"
         "PermitRootLogin prohibit-password\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nUseDNS no\nStrictModes no\nPrintMotd no\nPrintLastLog no\n"
