@@ -276,6 +276,20 @@ def test_train_loss_leaves_the_epoch_value_to_a_progress_bar(tmp_path, capsys):
     assert captured.err.splitlines()[-1].startswith("train epoch 1 [========================] 6/6")
 
 
+def test_on_several_ranks_the_values_within_a_phase_say_they_are_rank_zeros(tmp_path, capsys):
+    # Within a phase the chief prints its own batches' loss; the phase's value is every rank's. A
+    # 2-rank trial saw two losses for step 25 and could not tell why.
+    runner = FakeRunner(tmp_path, max_epochs=1, steps_per_epoch=6, world_size=2)
+    runner.pipeline = typed_pipeline(callbacks=[{"type": "train_loss"}, {"type": "progress"}])
+    hook = make("progress", refresh_seconds=0)
+    runner.run([make("train_loss", every_n_iters=4), hook], sequence("loss", [6.0, 5.0, 4.0, 3.0, 2.0, 1.0], accuracy=0.5))
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["train epoch 1/1 iter 4/6 (step 4): loss 4.5000 (rank 0)"]
+    bar = captured.err.splitlines()
+    assert bar[0].endswith("loss 6.0000  accuracy 0.5000 (rank 0)"), bar
+    assert "rank" not in bar[-1] and bar[-1].startswith("train epoch 1 [========================] 6/6"), bar
+
+
 def test_train_accuracy_prints_running_value_and_val_printers_only_after_val(tmp_path, capsys):
     runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=2, steps_per_epoch=4)
     hooks = [make("train_accuracy", every_n_iters=2), make("val_loss"), make("val_accuracy")]

@@ -84,6 +84,12 @@ def iter_position(runner: Any) -> str:
     return f"iter {_of(runner.step, runner.max_iters)}"
 
 
+def rank_zero_note(runner: Any) -> str:
+    """` (rank 0)` after a value from the chief's own batches when several ranks train, else nothing:
+    a train phase's values are all ranks', reduced at its end, but the values within it are one rank's."""
+    return " (rank 0)" if runner.placement.world_size > 1 else ""
+
+
 def phase_position(runner: Any) -> str:
     """Where an `after_*_epoch` happens, for log lines: `epoch 2/10 (step 780)` or `iter 2000/5000`."""
     if runner.by_epoch:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsl.callbacks._common import Cadence, format_value, iter_position, output, phase_position
+from dsl.callbacks._common import Cadence, format_value, iter_position, output, phase_position, rank_zero_note
 from dsl.engine.hooks import Callback
 
 # What the `progress` bar shows of a train phase, live and at its end.
@@ -16,6 +16,10 @@ BAR_OUTPUTS = ("loss", "accuracy")
 
 class TrainValueReporter(Callback):
     """Prints a train output every `every_n_iters` steps and its phase value after each train epoch.
+
+    The lines within a phase are the chief's own batches (a per-step allreduce would cost every
+    step a collective for a log line); on several ranks they say `(rank 0)`. The phase's value
+    is every rank's, reduced from the metric states.
 
     `windowed` outputs (the loss) are averaged over the steps since the last line, as the
     seed's train_loss did; the others (accuracy) are already running over the phase and are
@@ -43,7 +47,7 @@ class TrainValueReporter(Callback):
         self._steps += self._cadence.delta
         if due:
             shown = self._sum / self._steps if self.windowed and self._steps else value
-            runner.print(f"train {iter_position(runner)}: {self.output_name} {format_value(shown)}")
+            runner.print(f"train {iter_position(runner)}: {self.output_name} {format_value(shown)}{rank_zero_note(runner)}")
             self._reset_window()
 
     def after_train_epoch(self, runner: Any) -> None:

@@ -1,5 +1,8 @@
 """`progress`: a progress bar on stderr (chief only), with ETA and the live loss and accuracy.
 
+The live values are the chief's own batches (`(rank 0)` on several ranks); the bar that ends a
+phase shows the phase's values over every rank.
+
 On a terminal the bar redraws one line in place; when stderr is a file or a pipe (a batch
 job's log) each update is a plain new line, and less often, so logs stay readable.
 """
@@ -10,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from dsl.callbacks._common import format_value, train_epoch
+from dsl.callbacks._common import format_value, rank_zero_note, train_epoch
 from dsl.callbacks._reporters import BAR_OUTPUTS
 from dsl.engine.hooks import Callback
 from dsl.language.registry import register
@@ -86,6 +89,8 @@ class Progress(Callback):
             phase += f" epoch {train_epoch(runner) if runner.mode == 'train' else runner.epoch}"
         values = runner.phase_outputs if final else runner.outputs
         shown = "  ".join(f"{name} {format_value(values[name])}" for name in _SHOWN if name in values)
+        if shown and not final and runner.mode == "train":
+            shown += rank_zero_note(runner)
         rate = self._rate(runner.inner_step, self._start + elapsed)
         return f"{phase} {_bar(runner.inner_step, runner.phase_steps, elapsed, final, rate)}  {shown}".rstrip()
 
