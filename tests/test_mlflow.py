@@ -91,15 +91,19 @@ def test_a_tracking_server_that_does_not_answer_stops_the_run_before_it_starts(t
 @pytest.mark.slow
 def test_a_tracking_server_that_stops_answering_never_stops_training(tmp_path: Path) -> None:
     """The server freezes (SIGSTOP: connections wait, nothing answers) once the run has started:
-    the run says so once, trains to its end, and keeps every value in metrics.jsonl; the phase
-    values it could not send are sent when the server answers again."""
+    the run says so once, trains to its end, and keeps every value in metrics.jsonl. It waits
+    `end_wait_seconds` at its end, says what it could not send, and keeps those phase values in
+    mlflow.json; once the server answers again, the run's next start (here, continued to a 4th
+    epoch) sends them first, so MLflow holds every phase."""
     pytest.importorskip("mlflow")
     data = synthetic_data(tmp_path / "data", 64, 16, 32)
     with mlflow_server(tmp_path) as (url, server):
-        file = tracked_pipeline(tmp_path, url)
+        file = tmp_path / "tracked.yaml"  # with checkpoints, so that the run can be continued
+        file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks:\n"
+                        f"  - type: checkpoint\n  - type: mlflow\n    tracking_uri: {url}\n", encoding="utf-8")
         settings = ["--set", f"inputter.train={data / 'train.csv'}", "--set", f"inputter.val={data / 'eval.csv'}",
                     "--set", "inputter.batch_size=16", "--set", "runner.max_epochs=3",
-                    "--set", "callbacks[0].every_n_iters=1"]
+                    "--set", "callbacks[1].every_n_iters=1", "--set", "callbacks[1].end_wait_seconds=1"]
         process = subprocess.Popen([*DSLRUN, "run", str(file), *settings], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
         try:
@@ -116,6 +120,25 @@ def test_a_tracking_server_that_stops_answering_never_stops_training(tmp_path: P
         stderr = "".join(lines) + rest
         assert process.returncode == 0, stderr
         warnings = [line for line in stderr.splitlines() if "warning: mlflow" in line]
-        assert len(warnings) == 1 and url in warnings[0] and "training goes on" in warnings[0], stderr
+        assert len(warnings) == 2 and url in warnings[0] and "training goes on" in warnings[0], stderr
+        assert "(log-batch: " in warnings[0] or "(create-run: " in warnings[0], warnings[0]  # the cause, not 300 characters of URL
+        kept = json.loads((tmp_path / "run" / "mlflow.json").read_text())["unsent"]
+        # Every phase came after the freeze: 3 train and 3 val phases.
+        assert len(kept) == 6 and f"{len(kept)} phase value(s)" in warnings[1] and "RUNNING" in warnings[1], warnings
         records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
         assert [r["epoch"] for r in records if r["mode"] == "train"] == [1, 2, 3]
+
+        os.killpg(server.pid, signal.SIGCONT)
+        more = dslrun("run", str(file), *settings[:-2], "--set", "runner.max_epochs=4", timeout=600)
+        assert f"sent the {len(kept)} phase value(s) the run's last start kept in mlflow.json" in more.stderr, more.stderr
+        assert "resumed from" in more.stderr, more.stderr
+        assert "unsent" not in json.loads((tmp_path / "run" / "mlflow.json").read_text())
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=url)
+        run_id = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
+        per_epoch = records[0]["step"]
+        for key in ("val/accuracy", "train_epoch/loss"):  # each phase once: the 3 kept, then the 4th epoch's
+            history = client.get_metric_history(run_id, key)
+            assert sorted(metric.step for metric in history) == [per_epoch * epoch for epoch in (1, 2, 3, 4)], (key, history)
+        assert client.get_run(run_id).info.status == "FINISHED"

@@ -158,6 +158,30 @@ def test_sweep_of_a_pipeline_without_a_sweep_section_is_one_error_line(tmp_path:
     ]
 
 
+def test_a_sweep_tracked_by_a_server_that_does_not_answer_stops_at_once(tmp_path: Path) -> None:
+    """The sweep asked nothing before making its own MLflow run, whose client retried for minutes:
+    a trial of `dslrun sweep` met no output for over 3 minutes. Now it asks as `dslrun run` does:
+    one located error, exit 1, no study made."""
+    import socket
+
+    pytest.importorskip("mlflow")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path / "sweep.yaml"
+    text = edit("sweep:\n", f"sweep:\n  directory: {tmp_path / 'sweep'}\n") + (
+        f"callbacks:\n  - type: mlflow\n    tracking_uri: http://127.0.0.1:{port}\n")
+    path.write_text(text, encoding="utf-8")
+    line = text.splitlines().index(f"    tracking_uri: http://127.0.0.1:{port}") + 1
+    result = CliRunner().invoke(main, ["sweep", str(path)], catch_exceptions=False)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip().splitlines() == [
+        f"{path}:{line}:19: error: callbacks[0].tracking_uri: the MLflow tracking server http://127.0.0.1:{port} does "
+        "not answer: Connection refused; start it or correct the URI (dslrun asks before training, so that a run "
+        "never waits on it)"]
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_the_importance_plot_of_too_few_trials_comes_with_a_caution(tmp_path: Path) -> None:
     """Parameter importances from 2 finished trials are noise: the report says so beside the plot."""
     optuna = pytest.importorskip("optuna")

@@ -17,13 +17,16 @@ Tracking never stops nor stalls training. `dslrun run` asks the server before an
 During the run each request waits a few seconds at most (MLFLOW_HTTP_REQUEST_TIMEOUT and
 _MAX_RETRIES, unless set); when the server stops answering the run says so once and goes on,
 the step values are skipped, the phase values are kept and sent again at the next phase end,
-and every value stays in metrics.jsonl.
+and every value stays in metrics.jsonl. At the run's end it keeps asking for `end_wait_seconds`;
+the phase values still unsent are then kept in mlflow.json (so is a phase value of a run killed
+during an outage) and sent when the run directory's run starts again, resumed or continued.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +72,15 @@ REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_R
             "minimum": 1,
             "default": 10,
         },
+        "end_wait_seconds": {
+            "description": (
+                "At the run's end, how long to keep asking a server that stopped answering, to send the phase values, "
+                "best model and end it holds (what is still unsent then is kept in mlflow.json for the run's next start)."
+            ),
+            "type": "number",
+            "minimum": 0,
+            "default": 20,
+        },
     },
     unique=True,
     description=(
@@ -92,6 +104,7 @@ class MlflowTracking(Callback):
         self.record = Path(runner.model_dir) / "mlflow.json"
         self.down = False  # the server stopped answering; retried at phase ends
         self.unsent: list[tuple[dict[str, Any], int]] = []  # phase values it has not taken yet
+        self.kept = 0  # how many of them mlflow.json holds
         self.run_id: str | None = None
         self.stored: dict[str, Any] = {}  # what the record (mlflow.json) holds: the server and the run's id
         self.sent_step = -1  # the last step whose train values MLflow took (kept in the record)
@@ -99,6 +112,11 @@ class MlflowTracking(Callback):
         if started:
             self.run_id = run_id
             runner.notice(f"mlflow: run {self.run_id} at {shown_uri(self.client.tracking_uri)}")
+            if self.unsent:  # phase values an earlier start could not send
+                held = len(self.unsent)
+                self._send_phases(runner)
+                if not self.unsent:
+                    runner.notice(f"mlflow: sent the {held} phase value(s) the run's last start kept in mlflow.json")
 
     def _start(self, runner: Any) -> str:
         return self._resumed_run(runner) or self._new_run(runner)
@@ -110,8 +128,7 @@ class MlflowTracking(Callback):
             result = request(*args)
         except Exception as exc:  # MLflow's and requests' errors alike: tracking must not end the run
             if not self.down:
-                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
-                runner.notice(f"warning: mlflow: {shown_uri(self.client.tracking_uri)} failed a request ({reason}); "
+                runner.notice(f"warning: mlflow: {shown_uri(self.client.tracking_uri)} failed a request ({failure(exc)}); "
                               "training goes on, tracking is retried at each phase end, and metrics.jsonl keeps "
                               "every value")
             self.down = True
@@ -133,6 +150,8 @@ class MlflowTracking(Callback):
         self.stored = {"tracking_uri": stored["tracking_uri"], "run_id": stored["run_id"]}
         # A run resumed from the checkpoint the user named (--resume-from) may take another path: sent again.
         self.sent_step = int(stored.get("sent_step", -1)) if runner.resume_from is None else -1
+        self.unsent = [(dict(values), int(step)) for values, step in stored.get("unsent", [])]
+        self.kept = len(self.unsent)
         return str(stored["run_id"])
 
     def _new_run(self, runner: Any) -> str:
@@ -187,10 +206,18 @@ class MlflowTracking(Callback):
         """Keep the last step whose values MLflow took in the run's record: a run killed after
         its last checkpoint trains those steps again when resumed, and MLflow would draw each
         of them twice (it keeps every value logged at a step)."""
+        self.sent_step = step
+        self._write_record()
+
+    def _write_record(self) -> None:
+        """mlflow.json: the server, the run's id, the last train step sent, the phase values unsent."""
         from dsl.engine.rundir import atomic_write_text
 
-        self.sent_step = step
-        atomic_write_text(self.record, json.dumps({**self.stored, "sent_step": step}) + "\n")
+        record: dict[str, Any] = {**self.stored, "sent_step": self.sent_step}
+        if self.unsent:
+            record["unsent"] = [[values, step] for values, step in self.unsent]
+        atomic_write_text(self.record, json.dumps(record) + "\n")
+        self.kept = len(self.unsent)
 
     def after_epoch(self, runner: Any) -> None:
         if runner.phase_recorded_before:
@@ -208,14 +235,26 @@ class MlflowTracking(Callback):
         while self.unsent:
             values, step = self.unsent[0]
             if not self._tracked(runner, self._log_metrics, self.run_id, values, step)[0]:
-                return
+                break
             self.unsent.pop(0)
+        if self.unsent or self.kept:  # kept for a killed run's next start; once sent, taken out of the record
+            self._write_record()
 
     def after_run(self, runner: Any) -> None:
         if self.run_id is None:
             return
         self._send_phases(runner)
+        deadline = time.monotonic() + float(self.params.get("end_wait_seconds", 20))
+        while self.down and time.monotonic() < deadline:
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+            self._send_phases(runner)
+            if not self.unsent:  # the queue may have been empty: ask the server anyway
+                self._tracked(runner, self.client.get_run, self.run_id)
         if self.down:
+            runner.notice(f"warning: mlflow: {shown_uri(self.client.tracking_uri)} still does not answer: "
+                          f"{len(self.unsent)} phase value(s), the best model and the run's end are not sent (the "
+                          f"MLflow run shows RUNNING); mlflow.json keeps the values for the next start of this run "
+                          "directory, and metrics.jsonl has every value")
             return
         model_dir = Path(runner.model_dir)
         for name in ("best", "best.json"):
@@ -228,6 +267,17 @@ class MlflowTracking(Callback):
             # MLflow prints the run's address, password and all, when the run ends; ours at the start hid it.
             os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         self._tracked(runner, self.client.set_terminated, self.run_id, "FAILED" if runner.failed else "FINISHED")
+
+
+def failure(exc: BaseException) -> str:
+    """What failed, short: a requests error's innermost cause (`Caused by ...`, which ends its text)
+    after the request's last path part, else the error's last line, at most 300 characters."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+    request = re.search(r"/api/[\w./-]*/([\w-]+) failed", text)
+    if "Caused by " in text:
+        text = text.rsplit("Caused by ", 1)[1].removesuffix(")")  # the bracket around "Caused by ..."
+        text = f"{request.group(1)}: {text}" if request else text
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, str]:

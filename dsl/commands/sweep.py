@@ -25,7 +25,8 @@ def command(path: str, overrides: tuple[str, ...], status: bool) -> None:
     sweep.storage (default: study.db there). Ctrl-C stops the trials; the same command
     resumes. Exit status: 0 done, 1 an error or max_failed_trials reached, 130 interrupted.
     """
-    pipeline = load_or_exit(path, overrides)
+    # Starting trials: a tracking server must answer now, or the sweep's own MLflow run would wait on it.
+    pipeline = load_or_exit(path, overrides, starting=not status)
     from dsl.language.errors import DslError
 
     if not isinstance(pipeline.get("sweep"), dict):

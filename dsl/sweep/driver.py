@@ -180,7 +180,15 @@ class Sweep:
 
         run_id = self.study.user_attrs.get("mlflow_run_id")
         if run_id is None:
-            run_id = parent_run(tracking, self.plan)
+            try:
+                run_id = parent_run(tracking, self.plan)
+            except Exception as exc:  # it answered the start check, then failed: no trial runs untracked
+                from dsl.callbacks._mlflow_check import shown_uri
+                from dsl.callbacks.mlflow_tracking import failure
+                from dsl.language.errors import DslError
+
+                raise DslError(f"the sweep's MLflow run could not be made at {shown_uri(tracking.get('tracking_uri') or '')}: "
+                               f"{failure(exc)}; no trial was started") from None
             self.study.set_user_attr("mlflow_run_id", run_id)
         return {PARENT_ENV: run_id}
 
@@ -426,7 +434,12 @@ def run_sweep(plan: SweepPlan) -> int:
         from dsl.sweep.tracking import finish_parent
 
         tracking = next(c for c in plan.pipeline["callbacks"] if c.get("type") == "mlflow")
-        finish_parent(tracking, sweep.study.user_attrs["mlflow_run_id"], sweep.study, plan, code)
+        try:
+            finish_parent(tracking, sweep.study.user_attrs["mlflow_run_id"], sweep.study, plan, code)
+        except Exception as exc:  # the tracking server's trouble must not hide the sweep's results
+            from dsl.callbacks.mlflow_tracking import failure
+
+            say(f"warning: the sweep's MLflow run is not ended (it shows RUNNING): {failure(exc)}")
     from dsl.sweep.report import write_report
 
     write_report(plan, open_study(plan, create=False), out=sys.stderr)

@@ -8,13 +8,24 @@ from typing import Any
 from dsl.sweep.plan import SweepPlan
 
 
+def client_of(tracking: dict[str, Any]) -> Any:
+    """An MlflowClient whose requests wait a few seconds at most, as the trials' (the callback's REQUEST_LIMITS)."""
+    import os
+
+    from mlflow.tracking import MlflowClient
+
+    from dsl.callbacks.mlflow_tracking import REQUEST_LIMITS
+
+    for name, value in REQUEST_LIMITS.items():
+        os.environ.setdefault(name, value)
+    return MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+
+
 def parent_run(tracking: dict[str, Any], plan: SweepPlan) -> str:
     """Create the sweep's run in the trials' experiment, with the sweep's settings as parameters; its id."""
     import json
 
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+    client = client_of(tracking)
     name = tracking.get("experiment") or plan.pipeline["name"]
     experiment = client.get_experiment_by_name(name)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
@@ -29,9 +40,7 @@ def parent_run(tracking: dict[str, Any], plan: SweepPlan) -> str:
 
 def finish_parent(tracking: dict[str, Any], run_id: str, study: Any, plan: SweepPlan, code: int) -> None:
     """The sweep's best value on its run, which ends FINISHED (KILLED when interrupted, FAILED on failures)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+    client = client_of(tracking)
     try:
         best = study.best_trial
     except ValueError:
@@ -54,10 +63,8 @@ def mark_pruned(tracking: dict[str, Any], run_dir: Path, phases: int) -> str | N
         run_id = json.loads((run_dir / "mlflow.json").read_text(encoding="utf-8"))["run_id"]
     except (OSError, ValueError, KeyError):
         return f"{run_dir / 'mlflow.json'} names no MLflow run"
-    from mlflow.tracking import MlflowClient
-
     try:
-        client = MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+        client = client_of(tracking)
         client.set_tag(run_id, "dslrun.pruned", f"after val phase {phases}")
         client.set_terminated(run_id, status="KILLED")
     except Exception as exc:  # the tracking server's trouble must not end the sweep
