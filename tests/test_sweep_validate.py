@@ -182,6 +182,27 @@ def test_a_sweep_tracked_by_a_server_that_does_not_answer_stops_at_once(tmp_path
     assert not (tmp_path / "sweep").exists()
 
 
+def test_the_sweep_s_own_mlflow_requests_give_up_within_seconds(tmp_path: Path) -> None:
+    """A server that went away during a sweep: ending the sweep's MLflow run waited 4 minutes on
+    MLflow's retries, then a traceback hid the sweep's table. The sweep's client now waits as a
+    trial's does (5 s, no retry), and the driver turns the failure into a warning line."""
+    import socket
+    import time
+
+    pytest.importorskip("mlflow")
+    from dsl.callbacks.mlflow_tracking import failure
+    from dsl.sweep.tracking import client_of
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(Exception) as raised:
+        client_of({"tracking_uri": f"http://127.0.0.1:{port}"}).set_terminated("0" * 32, status="FINISHED")
+    assert time.monotonic() - started < 30
+    assert "Connection refused" in failure(raised.value) and len(failure(raised.value)) <= 300, failure(raised.value)
+
+
 def test_the_importance_plot_of_too_few_trials_comes_with_a_caution(tmp_path: Path) -> None:
     """Parameter importances from 2 finished trials are noise: the report says so beside the plot."""
     optuna = pytest.importorskip("optuna")
