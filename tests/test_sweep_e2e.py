@@ -190,6 +190,9 @@ def test_the_sweep_writes_the_best_pipeline_and_plots(study: Study, env: dict[st
     checked = subprocess.run([*DSLRUN, "validate", str(best)], capture_output=True, text=True, env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "sweep:" not in best.read_text() and f"model_dir: {study.directory / 'best-run'}" in best.read_text()
+    # Tuned on 2 ranks a trial: the header says to train it so (it said `dslrun best.yaml`, one process).
+    header = best.read_text().splitlines()[1]
+    assert "Train it as its trials ran: horovodrun -np 2 " in header and header.endswith(f"dslrun run {best}"), header
 
 
 @pytest.mark.multiprocess

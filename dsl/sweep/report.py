@@ -3,7 +3,7 @@
 `dslrun sweep FILE --status` prints it at any time, from any host that reaches the
 storage; the sweep writes it when it ends. The best pipeline is the best trial's own
 `trial.yaml` (the resolved pipeline it trained) with a run directory of its own, so
-`dslrun best.yaml` trains it afresh.
+`dslrun best.yaml` trains it afresh (its header gives the command on the ranks a trial had).
 """
 
 from __future__ import annotations
@@ -95,11 +95,28 @@ def write_best(plan: SweepPlan, trial: Any) -> Path | None:
     pipeline["runner"]["model_dir"] = str(plan.directory / "best-run")
     from dsl.sweep.trial import shown_number
 
-    header = (f"# The best trial (#{shown_number(trial)}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"
-              f"# with {json.dumps(trial.params)}. Train it with: dslrun {plan.directory / 'best.yaml'}\n")
     path = plan.directory / "best.yaml"
+    header = (f"# The best trial (#{shown_number(trial)}) of sweep {plan.study_name}: {plan.metric} {trial.value:.6g}\n"
+              f"# with {json.dumps(trial.params)}. Train it as its trials ran: {train_command(plan, path)}\n")
     atomic_write_text(path, header + dump_pipeline(pipeline))
     return path
+
+
+def train_command(plan: SweepPlan, path: Path) -> str:
+    """The command that trains `path` on the ranks a trial had (`horovodrun -np 2 dslrun run ...`):
+    on one process a pipeline tuned on several would train on another batch per rank and sync."""
+    import shlex
+    import shutil
+    import sys
+
+    from dsl.sweep.trial import launcher
+
+    command = launcher(plan, path, None)
+    python = [sys.executable, "-m", "dsl"]
+    at = next(i for i in range(len(command)) if command[i:i + 3] == python)
+    if at and shutil.which(Path(command[0]).name) == command[0]:  # the launcher as typed, when PATH finds it
+        command[0] = Path(command[0]).name
+    return shlex.join([*command[:at], "dslrun", *command[at + 3:]])
 
 
 def write_plots(plan: SweepPlan, study: Any) -> tuple[list[Path], list[str]]:
