@@ -67,6 +67,16 @@ def test_a_type_changed_by_set_names_the_inherited_key(tmp_path: Path) -> None:
     assert "inherited from" in line and "--set 'network={type: ...}'" in line
 
 
+def test_a_misspelt_key_of_the_own_file_under_an_inherited_type_is_only_a_typo(tmp_path: Path) -> None:
+    """The base sets the type, the pipeline's own file misspells a key: "inherited from" (with the
+    pipeline's own line) and `!replace` sent a new user the wrong way; only the suggestion is right."""
+    child = files(tmp_path, "network:\n  filter: [4]\n")
+    code, output = cli("validate", str(child))
+    assert code == 1
+    assert output.splitlines()[0] == (f"{child}:5:3: error: network.filter: unknown parameter 'filter' of network "
+                                      "type 'simple_cnn'; did you mean 'filters'?"), output
+
+
 def test_append_tag_adds_items_after_the_bases_list(tmp_path: Path) -> None:
     """`callbacks: !append [...]` adds to the base's callbacks instead of replacing the list, and a
     mistake in an added item is located in the file that wrote it, at its index in the merged list."""

@@ -100,10 +100,13 @@ def _unknown_key(path: JsonPath, key: str, instance: dict[str, Any], allowed: li
 
 
 def _inherited(path: JsonPath, where: Any, sources: SourceMap) -> str:
-    """For a key written in another file than the section's `type` (a base's, kept by `extends`, or
-    a `--set` type change): where it came from and how to replace the section instead."""
+    """For a key a base file wrote (kept by `extends`) under a section whose `type` the pipeline's own
+    file or `--set` changed: where it came from and how to replace the section instead. A key of
+    the pipeline's own file under a type it inherits is the user's own mistake: no such hint."""
     typed = sources.get(path + ("type",))
     if typed is None or typed.value.file == where.file or not path:
+        return ""
+    if typed.value.file != "<--set>" and (typed.value.file != sources.root.file or where.file == sources.root.file):
         return ""
     section = ".".join(str(p) for p in path)
     if typed.value.file == "<--set>":
