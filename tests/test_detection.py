@@ -73,6 +73,20 @@ def test_a_bad_csv_row_is_named_with_its_file_and_line(tmp_path: Path, row: str,
         read_sources(params(box_csv(tmp_path, row)), "csv")
 
 
+def test_a_header_of_other_column_names_is_a_header_and_a_first_data_row_is_not(tmp_path: Path) -> None:
+    """`filename,xmin,ymin,xmax,ymax,class` was read as a box of an image named "filename" (a trial:
+    `image .../filename does not exist`); the first row of an image without boxes stays a row."""
+    path = box_csv(tmp_path, "a.png,1,1,5,5,disc")
+    path.write_text(path.read_text().replace("image_path,x_min,y_min,x_max,y_max,label", "filename,xmin,ymin,xmax,ymax,class"))
+    listed = read_sources(params(path), "csv")["train"]
+    assert len(listed) == 1 and listed[0].labels == [0]
+    path.write_text("a.png,,,,,\n")
+    assert read_sources(params(path), "csv")["train"][0].boxes == []
+    path.write_text("a.png,1,x,5,5,disc\n")  # one word among numbers: a bad row, not a header
+    with pytest.raises(DslError, match=r"boxes.csv line 1: box coordinates 1,x,5,5 are not all numbers"):
+        read_sources(params(path), "csv")
+
+
 def test_an_image_without_boxes_and_too_many_boxes(tmp_path: Path) -> None:
     listed = read_sources(params(box_csv(tmp_path, "a.png,,,,,")), "csv")["train"]
     assert len(listed) == 1 and listed[0].boxes == []

@@ -100,7 +100,25 @@ def csv_images(csv_path: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | 
 
 
 def _rows(csv_path: Path) -> Iterator[tuple[int, list[str]]]:
-    return data_rows(csv_path, lambda row: [cell.strip() for cell in row] == list(BOX_COLUMNS))
+    return data_rows(csv_path, _is_header)
+
+
+def _is_header(row: list[str]) -> bool:
+    """A first row whose four coordinates are all words, not numbers, names the columns, whatever it
+    calls them (`filename,xmin,ymin,xmax,ymax,class` too): it was read as a box of an image named
+    "filename". An image without boxes leaves them empty, a data row has numbers."""
+    cells = [cell.strip() for cell in row]
+    if len(cells) != len(BOX_COLUMNS):
+        return cells == list(BOX_COLUMNS)
+    return all(cell and not _number(cell) for cell in cells[1:5])
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _csv_row(csv_path: Path, line: int, row: list[str], images: dict[str, ImageBoxes],
