@@ -120,6 +120,7 @@ class Study:
     interrupted: str  # the interrupted sweep's output
     left_after_interrupt: list[str]
     status_after_interrupt: list[list[str]]
+    vals_after_interrupt: list[float]  # the interrupted trial's val accuracies, as it left them
     resumed: subprocess.CompletedProcess[str]
     left_after_resume: list[str]
     tracking: str | None  # the MLflow server's URL
@@ -153,9 +154,12 @@ callbacks:
     directory = tmp_path / "sweep"
     output = interrupt_when_training(file, env, trial=0)
     left = leftovers(directory)
+    records = directory / "trial-0000" / "metrics.jsonl"
+    vals = [json.loads(line)["accuracy"] for line in (records.read_text().splitlines() if records.exists() else [])
+            if line.strip() and json.loads(line)["mode"] == "val"]
     rows = status(env, file)
     resumed = sweep(env, str(file))
-    return Study(file, directory, output, left, rows, resumed, leftovers(directory), mlflow_server)
+    return Study(file, directory, output, left, rows, vals, resumed, leftovers(directory), mlflow_server)
 
 
 @pytest.mark.multiprocess
@@ -166,6 +170,11 @@ def test_ctrl_c_stops_every_rank_of_the_sweep_s_trials_and_status_shows_them_int
     assert log.startswith("$ ") and "horovodrun -np 2 " in log.splitlines()[0]
     rows = study.status_after_interrupt
     assert rows[1][:2] == ["0", "interrupted"] and rows[2] == ["no", "trial", "has", "finished", "yet"], rows
+    # A val phase it ended before the Ctrl-C (when the interrupt came after one: timing decides) is
+    # its row's value; the row showed the value of a phase before (a trial saw 0 for 0.0598).
+    vals = study.vals_after_interrupt
+    if vals:
+        assert rows[1][2] == f"{vals[-1]:.4g}", (rows, vals)
 
 
 @pytest.mark.multiprocess
@@ -177,7 +186,10 @@ def test_re_running_the_sweep_resumes_the_interrupted_trial_from_its_checkpoint(
     start = table.index(["trial", "state", "val/accuracy", "seconds", "modeler.optimizer.learning_rate", "reason"])
     # The re-run continues trial 0 under its number (issue 41: it came back as trial 1, and 0 stayed
     # "interrupted"); Optuna's own record of the interrupted attempt is not a row of its own.
-    assert [row[:2] for row in table[start + 1:start + 3]] == [["0", "complete"], ["best:", "trial"]], table
+    assert [row[:2] for row in table[start + 1:start + 3]] == [["0", "complete"], ["re-runs", "of"]], table
+    # The number Optuna gave the re-run is missing from the table: the line under it says which it is.
+    assert " ".join(table[start + 2]) == ("re-runs of interrupted trials, shown under the trial they continue: 1 (of "
+                                          "trial 0); the plots number them as Optuna does"), table
     log = (study.directory / "trial-0000" / "trial.log").read_text()
     assert log.count("\n$ ") + log.startswith("$ ") == 2 and "resumed from " in log[log.rindex("\n$ "):]
     assert not (study.directory / "trial-0001").exists()  # the re-run went on in trial 0's directory, from its checkpoint

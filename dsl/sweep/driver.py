@@ -369,6 +369,9 @@ class Sweep:
         try:
             for trial, process in list(self.running.values()):
                 process.stop()
+                # The val phases it ended since the last look (its row showed a value a phase old).
+                for step, value in process.new_steps(self.plan.phase, self.plan.output):
+                    trial.report(value, step)
                 self._end(trial, process)
                 self._fail(trial, reason, interrupted=kind == INTERRUPTED)
         finally:

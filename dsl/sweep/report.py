@@ -152,6 +152,11 @@ def write_plots(plan: SweepPlan, study: Any) -> tuple[list[Path], list[str]]:
 def write_report(plan: SweepPlan, study: Any, out: IO[str]) -> None:
     """The table, then the best trial and the files written for it."""
     out.write(format_table(status_rows(plan, study)) + "\n")
+    reruns = {t.number: t.user_attrs["retry_of"] for t in study.get_trials(deepcopy=False) if "retry_of" in t.user_attrs}
+    if reruns:  # Optuna numbers every attempt: the numbers of the re-runs are missing from the table
+        shown = ", ".join(f"{number} (of trial {of})" for number, of in sorted(reruns.items()))
+        out.write(f"re-runs of interrupted trials, shown under the trial they continue: {shown}; "
+                  "the plots number them as Optuna does\n")
     best = best_trial(study)
     if best is None:
         out.write("no trial has finished yet\n")
