@@ -126,7 +126,7 @@ def test_a_csv_error_is_one_line_from_the_cli(tmp_path: Path) -> None:
     result = dslrun(*shipped_args(tmp_path / "run", bad.parent), "--set", f"inputter.train={bad}", check=False)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        f'dslrun: error: {bad} line 3: expected 2 fields as in the header, found 3; a text holding commas must be '
+        f'{bad}:3:1: error: expected 2 fields as in the header, found 3; a text holding commas must be '
         'quoted ("...", a quote inside doubled)')
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +39,8 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: b
     from dsl.language.pipeline import check_pipeline_with_sources
 
     resolved, diagnostics, sources = check_pipeline_with_sources(path, overrides)
+    if sources is not None:
+        _LOADED[:] = [sources]
     if resolved is not None and sources is not None and starting:
         diagnostics = [*diagnostics, *check_before_start(resolved, sources)]
     for diagnostic in diagnostics:
@@ -97,6 +100,34 @@ def user_errors(function: Callback) -> Callback:
                 echo_err(f"{rank_prefix()}{diagnostic.format_text()}")
             sys.exit(1)
         except DslError as exc:
-            fail(str(exc))
+            located = located_text(str(exc))
+            if located is None:
+                fail(str(exc))
+            echo_err(f"{rank_prefix()}{located}")
+            sys.exit(1)
 
     return wrapper
+
+
+# The positions of the pipeline this command loaded (load_or_exit): an error raised later while
+# building or running it that names a key of it (`inputter.train: ...`) is located there too.
+_LOADED: list[Any] = []
+_KEY_PATH = re.compile(r"^([a-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])+): ")
+_FILE_LINE = re.compile(r"^(\S+\.\w+) line (\d+): (.+)$", re.DOTALL)
+
+
+def located_text(message: str) -> str | None:
+    """`file:line:col: error: message` for a message that starts with a key of the loaded pipeline,
+    or with `<data file> line N:` (a bad row, read while building); None otherwise."""
+    row = _FILE_LINE.match(message)
+    if row:
+        return f"{row.group(1)}:{row.group(2)}:1: error: {row.group(3)}"
+    key = _KEY_PATH.match(message)
+    if key is None or not _LOADED:
+        return None
+    path = tuple(int(part[1:-1]) if part.startswith("[") else part
+                 for part in re.findall(r"\[\d+\]|[^.\[\]]+", key.group(1)))
+    if path not in _LOADED[0]:
+        return None
+    where = _LOADED[0].locate(path)
+    return f"{where.file}:{where.line}:{where.col}: error: {message}"
