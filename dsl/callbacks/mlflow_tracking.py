@@ -32,7 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dsl.callbacks._mlflow_check import check_mlflow_installed, check_tracking_server, shown_uri
+from dsl.callbacks._mlflow_check import check_mlflow_installed, check_tracking_server
+from dsl.callbacks._mlflow_check import shown_uri as shown_uri  # the server without its password, for the sweep too
 from dsl.engine.hooks import Callback
 from dsl.engine.rundir import is_number
 from dsl.language.registry import register

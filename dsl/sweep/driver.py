@@ -183,8 +183,7 @@ class Sweep:
             try:
                 run_id = parent_run(tracking, self.plan)
             except Exception as exc:  # it answered the start check, then failed: no trial runs untracked
-                from dsl.callbacks._mlflow_check import shown_uri
-                from dsl.callbacks.mlflow_tracking import failure
+                from dsl.callbacks.mlflow_tracking import failure, shown_uri
                 from dsl.language.errors import DslError
 
                 raise DslError(f"the sweep's MLflow run could not be made at {shown_uri(tracking.get('tracking_uri') or '')}: "
