@@ -203,7 +203,7 @@ _AFTER_BACKENDS: dict[str, dict[str, Any]] = {
         "default": "float32",
     },
     "jit_compile": {
-        "description": "XLA-compile the train step: auto (off on CPU, where it measured 4.5x slower), true or false.",
+        "description": "XLA-compile the train step: auto (off on CPU, where it ran slower: docs/benchmarks.md, XLA on CPU), true or false.",
         "anyOf": [{"type": "string", "enum": ["auto"]}, {"type": "boolean"}],
         "default": "auto",
     },
