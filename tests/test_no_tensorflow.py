@@ -1,4 +1,5 @@
-"""`validate`, `show`, `schema` and `list` never import TensorFlow, Horovod or mpi4py.
+"""`validate`, `show`, `schema` and `list` never import TensorFlow, Horovod or mpi4py; nor does a
+command refusing a checkpoint path that names nothing.
 
 Each command runs in a fresh interpreter (an import in this test process would hide the
 problem), then the interpreter prints which of the heavy packages ended up loaded.
@@ -69,6 +70,11 @@ def loaded_modules(*args: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
         ["schema"],
         ["list"],
         ["list", "--markdown"],
+        # A checkpoint path that names nothing is said before TensorFlow loads (a trial waited 10-21 s).
+        ["eval", "{file}", "--checkpoint", "{dir}/nowhere"],
+        ["predict", "{file}", "{file}", "--checkpoint", "{dir}/nowhere.index"],
+        ["export", "{file}", "--out", "{dir}/out", "--checkpoint", "{dir}/nowhere"],
+        ["run", "{file}", "--resume-from", "{dir}/nowhere"],
     ],
 )
 def test_command_does_not_import_heavy_packages(tmp_path: Path, command: list[str]) -> None:

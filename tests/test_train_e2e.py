@@ -176,6 +176,10 @@ def test_the_best_model_serves_eval_predict_and_export(trained: Path, data: Path
     images = sorted(str(p) for p in (data / "eval").glob("*.png"))[:2]
     predicted = dslrun("predict", str(trained), *images, "--checkpoint", str(prefix)).stdout.splitlines()
     assert [json.loads(line)["image"] for line in predicted] == images
+    # The prefix's .index file, as a file browser offers it, names the same checkpoint (a trial got
+    # "expected ... a prefix with ckpt-140.index.index").
+    by_index = dslrun("eval", str(trained), "--checkpoint", f"{prefix}.index")
+    assert json.loads(by_index.stdout.strip().splitlines()[-1])["checkpoint"] == str(prefix)
     out = tmp_path / "saved"
     exported = dslrun("export", str(trained), "--out", str(out), "--checkpoint", str(best_dir))
     assert f"exported {prefix} to {out}" in exported.stdout and (out / "saved_model.pb").exists()
@@ -185,7 +189,7 @@ def test_checkpoint_errors_name_the_flag_the_user_gave(trained: Path, data: Path
     missing = trained.parent / "run" / "nonexist"
     expected = f"dslrun: error: --checkpoint {missing}: no such checkpoint (expected a directory or a prefix with"
     image = str(sorted((data / "eval").glob("*.png"))[0])
-    for command in (("eval",), ("predict", image)):
+    for command in (("eval",), ("predict", image), ("export", "--out", str(tmp_path / "nowhere"))):
         result = dslrun(command[0], str(trained), *command[1:], "--checkpoint", str(missing), check=False)
         assert result.returncode == 1 and result.stderr.startswith(expected), result.stderr
     empty = tmp_path / "no-best"

@@ -22,6 +22,8 @@ set_option = click.option(
          "in quotes: sweep.parameters[\"network.depth\"].values=[20, 44]).",
 )
 
+BEST = "best"  # `--checkpoint best`: the run directory's best model
+
 CHECKPOINT_HELP = (
     "Checkpoint prefix or directory, or `best` for the run directory's best model (checkpoint.save_best); "
     "default: the run directory's latest."
@@ -55,6 +57,16 @@ def pipeline_or_exit(path: str | Path, overrides: Sequence[str] = (), *, startin
     from dsl.language.resolved import Pipeline
 
     return Pipeline.from_resolved(load_or_exit(path, overrides, starting=starting))
+
+
+def checkpoint_option(checkpoint: str | None) -> str | None:
+    """`--checkpoint` as a directory, a prefix (its .index or data file named instead) or `best`: a
+    path that is none of them is an error before TensorFlow loads (ten seconds on a quiet machine)."""
+    if checkpoint is None or checkpoint == BEST:
+        return checkpoint
+    from dsl.engine.checkpoint_paths import given_checkpoint
+
+    return given_checkpoint(checkpoint, "--checkpoint")
 
 
 def rank_prefix() -> str:

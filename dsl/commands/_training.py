@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.select import select_backend
+from dsl.commands._common import BEST
 from dsl.distributed.scaling import scaling_for
 from dsl.distributed.sync_batch_norm import BatchNormSync, decide
 from dsl.engine.best import best_model_dir
@@ -22,8 +23,6 @@ from dsl.engine.runner import Runner
 from dsl.language import backend_registry
 from dsl.language.errors import DslError
 from dsl.language.resolved import Pipeline
-
-BEST = "best"  # `--checkpoint best`: the run directory's best model
 
 
 def build_runner(pipeline: Pipeline, *, resume: bool = True, resume_from: str | None = None) -> Runner:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from dsl.commands._common import CHECKPOINT_HELP, pipeline_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, checkpoint_option, pipeline_or_exit, set_option, user_errors
 
 
 @click.command("eval")
@@ -33,6 +33,7 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     if timeout is not None and not watch:
         raise click.UsageError("--timeout only applies to --watch")
     pipeline = pipeline_or_exit(path, overrides)
+    checkpoint = checkpoint_option(checkpoint)
     from dsl.inputters import declared_modes
     from dsl.language.errors import DslError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dsl.commands._common import CHECKPOINT_HELP, pipeline_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, checkpoint_option, pipeline_or_exit, set_option, user_errors
 
 
 @click.command("export")
@@ -35,6 +35,7 @@ def command(path: str, out: str, overrides: tuple[str, ...], checkpoint: str | N
     from dsl.language.errors import DslError
 
     pipeline = pipeline_or_exit(path, overrides)
+    checkpoint = checkpoint_option(checkpoint)
     if average and checkpoint:
         raise click.UsageError("--average-last averages the run directory's last checkpoints; drop --checkpoint")
     problem = out_problem(out, force)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from dsl.commands._common import CHECKPOINT_HELP, echo_err, pipeline_or_exit, set_option, user_errors
+from dsl.commands._common import CHECKPOINT_HELP, checkpoint_option, echo_err, pipeline_or_exit, set_option, user_errors
 from dsl.commands._predict_options import PredictCommand, for_modeler
 from dsl.language.resolved import Pipeline
 
@@ -40,6 +40,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
     if not inputs and not texts:
         raise DslError("name at least one INPUT file (or --text TEXT for a text pipeline)")
     pipeline = pipeline_or_exit(path, overrides)
+    checkpoint = checkpoint_option(checkpoint)
     options = for_modeler(pipeline.modeler.type, modeler_options, click.get_current_context())
     _check_inputs(inputs, pipeline)
     from dsl.commands._training import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines

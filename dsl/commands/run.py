@@ -21,6 +21,10 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     if no_resume and resume_from:
         raise click.UsageError("--no-resume and --resume-from contradict each other; give one")
     pipeline = pipeline_or_exit(path, overrides, starting=True)
+    if resume_from is not None:
+        from dsl.engine.checkpoint_paths import given_checkpoint
+
+        resume_from = given_checkpoint(resume_from, "--resume-from")  # a wrong path: said before TensorFlow loads
     from dsl.commands._training import build_runner
     from dsl.engine.rundir import write_pipeline
     from dsl.language.pipeline import dump_pipeline

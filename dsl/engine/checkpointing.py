@@ -219,16 +219,16 @@ def set_aside(path: Path, stamp: str) -> Path:
 
 
 def resolve_checkpoint(path: str, option: str) -> str:
-    """A checkpoint prefix from a prefix or a directory; an error when there is none."""
-    candidate = Path(path)
-    if candidate.is_dir():
-        latest: str | None = tf.train.latest_checkpoint(str(candidate))
+    """A checkpoint prefix from a prefix (or its .index or data file) or a directory; an error when there is none."""
+    from dsl.engine.checkpoint_paths import given_checkpoint
+
+    candidate = given_checkpoint(path, option)
+    if Path(candidate).is_dir():
+        latest: str | None = tf.train.latest_checkpoint(candidate)
         if latest is None:
             raise DslError(f"{option} {path}: the directory holds no checkpoint")
         return latest
-    if Path(f"{path}.index").exists():
-        return path
-    raise DslError(f"{option} {path}: no such checkpoint (expected a directory or a prefix with {path}.index)")
+    return candidate
 
 
 def first_line(exc: BaseException) -> str:
