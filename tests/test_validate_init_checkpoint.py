@@ -73,13 +73,29 @@ def test_with_tensorflow_loaded_the_checkpoint_is_opened(tmp_path: Path) -> None
 def test_two_phase_settings_that_cannot_work_are_located_errors(tmp_path: Path) -> None:
     text = PIPELINE.format(path=tmp_path / "base", skip="[]").replace(
         "    skip: []\n", "    unfreeze_after_epochs: 2\n    backbone_lr_multiplier: 0.1\n").replace(
-        "  type: image_classification\n", "  type: image_classification\n  optimizer: {type: adam}\n")
+        "  type: image_classification\n", "  type: image_classification\n  optimizer: {type: adam}\n").replace(
+        "max_epochs: 1", "max_epochs: 3")
     (tmp_path / "p.yaml").write_text(text)
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
     lines = [line for line in result.output.splitlines() if ": error: " in line]
     assert result.exit_code == 1 and len(lines) == 2, result.output
     assert ":13:28: error: callbacks[0].unfreeze_after_epochs: there is nothing to unfreeze" in lines[0]
     assert ":14:29: error: callbacks[0].backbone_lr_multiplier: " in lines[1] and "adam optimizer" in lines[1]
+
+
+def test_a_second_phase_after_the_run_s_end_is_a_located_error(tmp_path: Path) -> None:
+    """`unfreeze_after_epochs` at or past `runner.max_epochs` trained the head alone and never said the
+    second phase did not come (a trial); it is known from the pipeline, so validate says so."""
+    text = PIPELINE.format(path=tmp_path / "base", skip="[]").replace(
+        "    skip: []\n", "    trainable: [head]\n    unfreeze_after_epochs: 3\n").replace("max_epochs: 1", "max_epochs: 3")
+    (tmp_path / "p.yaml").write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert result.exit_code == 1 and [line for line in result.output.splitlines() if ": error: " in line] == [
+        f"{tmp_path / 'p.yaml'}:13:28: error: callbacks[0].unfreeze_after_epochs: the layers never unfreeze: 3 is not "
+        "below runner.max_epochs 3, so the run ends first; lower unfreeze_after_epochs or raise runner.max_epochs"], result.output
+    (tmp_path / "p.yaml").write_text(text.replace("max_epochs: 3", "max_epochs: 4"))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert ": error: " not in result.output, result.output
 
 
 BUILD_SCRIPT = """\

@@ -7,7 +7,8 @@ Without TensorFlow (plain `validate`, which never imports it):
   pipeline is written (and validated in CI) before the base run that writes its checkpoint;
   `dslrun run` stops with an error if it is still missing then.
 - every `skip` / `trainable` entry is `head`, `backbone` or a valid regular expression;
-- `unfreeze_after_epochs` has something to unfreeze (`trainable` is set), and
+- `unfreeze_after_epochs` has something to unfreeze (`trainable` is set) and comes before the
+  run's end (below `runner.max_epochs`), and
   `backbone_lr_multiplier` is used with an optimizer it works with (not an adaptive one).
 
 With TensorFlow already imported (`validate --build`), the checkpoint is opened and the
@@ -73,6 +74,12 @@ def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], 
         found.append(Diagnostic.at(sources.locate(path), path,
                                    "there is nothing to unfreeze: every layer trains from the start without "
                                    "`trainable`; add trainable: [head] for a first phase with the backbone frozen"))
+    unfreeze, epochs = callback.get("unfreeze_after_epochs"), (pipeline.get("runner") or {}).get("max_epochs")
+    if isinstance(unfreeze, int) and isinstance(epochs, int) and unfreeze >= epochs:
+        path = (*base, "unfreeze_after_epochs")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   f"the layers never unfreeze: {unfreeze} is not below runner.max_epochs {epochs}, so "
+                                   "the run ends first; lower unfreeze_after_epochs or raise runner.max_epochs"))
     optimizer = ((pipeline.get("modeler") or {}).get("optimizer") or {}).get("type")
     multiplier = callback.get("backbone_lr_multiplier", 1.0)
     if multiplier != 1.0 and optimizer in ADAPTIVE:

@@ -141,6 +141,7 @@ class InitCheckpoint(Callback):
         super().__init__(params, context)
         self._unfreeze_at: int | None = None
         self._frozen: list[str] = []  # the layers `trainable` froze
+        self._head_reset: list[str] = []  # the head's variables left at their fresh values
         self.skip_entries: list[str] = list(self.params.get("skip") or [])
         trainable = self.params.get("trainable")
         self.trainable_entries: list[str] | None = None if trainable is None else list(trainable)
@@ -208,6 +209,7 @@ class InitCheckpoint(Callback):
             runner.print(line)
         for line in plan.warnings():
             runner.notice(f"warning: {line}")
+        self._head_reset = list(plan.head_reset)
 
     def _freeze(self, runner: Any) -> None:
         from dsl.callbacks._freeze import freeze_unmatched
@@ -218,6 +220,12 @@ class InitCheckpoint(Callback):
         self._frozen = frozen
         trainable = len(runner.model.trainable_weights)
         runner.print(f"init_checkpoint: froze {len(frozen)} layers; {trainable} variables stay trainable")
+        training = {variable.name.rsplit(":", 1)[0] for variable in runner.model.trainable_weights}
+        still = [name for name in self._head_reset if name not in training]
+        if still and self.params.get("unfreeze_after_epochs") is None:
+            runner.notice(f"warning: init_checkpoint: the head was reset to fresh values ({', '.join(still[:3])}"
+                          f"{', ...' if len(still) > 3 else ''}) but trainable does not select it: it keeps its random "
+                          "values for the whole run; add head to init_checkpoint.trainable")
 
 
 def plan_at_start(model: Any, params: dict[str, Any]) -> tuple[dict[str, str], str]:
