@@ -320,7 +320,9 @@ def test_extends_chain(tmp_path: Path) -> None:
     result = run("show", str(top))
     assert result.exit_code == 0, result.output
     resolved = yaml.safe_load(result.stdout)
-    assert resolved["name"] == "middle" and resolved["runner"]["max_epochs"] == 1
+    # A name is not inherited: the top file is named after itself (runs/top), not after middle.yaml
+    # (a trial's variant without a name resumed another variant's checkpoint in runs/<base's name>).
+    assert resolved["name"] == "top" and resolved["runner"]["max_epochs"] == 1
     assert resolved["network"]["hidden_units"] == [2] and "extends" not in resolved
     # An error in a base is reported in the base file, where it can be fixed.
     write(tmp_path, "bases/middle.yaml", "extends: base.yaml\nrunner:\n  max_epochs: zero\n")

@@ -122,6 +122,10 @@ def _load_extending(
             complete = False
             continue
         complete = complete and base[2]
+        # A pipeline's name is its own (its run directory, runs/<name>, its MLflow experiment): a file
+        # without one is named after itself, never after its base, or two variants share a run directory.
+        base[0].pop("name", None)
+        base[1].remove_under(("name",))
         merged = base[:2] if merged is None else merge(merged, base[:2])
     sources.remove_under(("extends",))
     value, sources = (value, sources) if merged is None else merge(merged, (value, sources))

@@ -259,7 +259,8 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
     "name": {
         "description": (
             "Short name of the pipeline; the default run directory is runs/<name>. "
-            "Null or omitted: the pipeline file's name without extension (cifar10 for cifar10.yaml)."
+            "Null or omitted: the pipeline file's name without extension (cifar10 for cifar10.yaml); never "
+            "inherited through extends."
         ),
         "type": ["string", "null"],
         "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
