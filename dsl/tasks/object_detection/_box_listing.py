@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,8 +91,14 @@ def csv_images(csv_path: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | 
     """Every image of a box CSV (rows grouped by image, in the order first named) and every bad row."""
     images: dict[str, ImageBoxes] = {}
     problems: list[BoxProblem] = []
+    order = _header_order(csv_path)
+    if isinstance(order, BoxProblem):
+        yield order
+        return
     rows = _rows(csv_path)
     for line, row in rows:
+        if order is not None and len(row) == len(order):
+            row = [row[index] for index in order]
         found = _csv_row(csv_path, line, row, images, params)
         if isinstance(found, BoxProblem):
             problems.append(found)
@@ -101,6 +108,44 @@ def csv_images(csv_path: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | 
 
 def _rows(csv_path: Path) -> Iterator[tuple[int, list[str]]]:
     return data_rows(csv_path, _is_header)
+
+
+# What a header may call each column (lower case, without `_`, `-` and spaces): a header is read by
+# its names, so `image_path,y_min,x_min,...` is not read as x first (a trial's boxes came out transposed).
+_NAMES = {
+    "image_path": {"imagepath", "image", "path", "filename", "file", "imagefile", "imagename", "img"},
+    "x_min": {"xmin", "x1", "left", "x0"},
+    "y_min": {"ymin", "y1", "top", "y0"},
+    "x_max": {"xmax", "x2", "right"},
+    "y_max": {"ymax", "y2", "bottom"},
+    "label": {"label", "class", "classname", "category", "categoryname", "name", "labelname"},
+}
+
+
+def _header_order(csv_path: Path) -> list[int] | BoxProblem | None:
+    """Where each column of BOX_COLUMNS stands in the file's header (None: no header, or that order);
+    a problem at the header when a name is none of them or two names are one column."""
+    try:
+        with open(csv_path, newline="", encoding="utf-8-sig") as handle:
+            first = next(((number, row) for number, row in enumerate(csv.reader(handle), start=1)
+                          if any(cell.strip() for cell in row)), None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None  # reading the rows says why
+    if first is None or not _is_header(first[1]):
+        return None
+    line, header = first
+    found: dict[str, int] = {}
+    for index, cell in enumerate(header):
+        key = re.sub(r"[\s_-]", "", cell.strip().lower())
+        role = next((name for name, spellings in _NAMES.items() if key in spellings), None)
+        if role is None or role in found:
+            why = "names none of them" if role is None else f"names {role} again"
+            return BoxProblem(str(csv_path), line, f"header column {index + 1} {cell.strip()!r} {why}: the columns are "
+                                                   f"`{','.join(BOX_COLUMNS)}`, in any order, under these names (or "
+                                                   "xmin, ymin, xmax, ymax, filename, class)")
+        found[role] = index
+    order = [found[name] for name in BOX_COLUMNS]
+    return None if order == list(range(len(BOX_COLUMNS))) else order
 
 
 def _is_header(row: list[str]) -> bool:

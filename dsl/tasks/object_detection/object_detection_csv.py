@@ -5,8 +5,8 @@
     images/0002.png,,,,,                      an image without boxes
 
 Coordinates are pixels of the image file, paths relative to the CSV's folder, `label` a
-class index or a name of `classes`. A first row whose four coordinates are words is a header,
-whatever its names (the columns are read in this order). The rows of one image need not be adjacent. Every row
+class index or a name of `classes`. A first row of words is a header, read by its names (in any
+order, `xmin`, `filename`, `class` and the like too; dsl/tasks/object_detection/_box_listing.py). The rows of one image need not be adjacent. Every row
 is checked when the pipeline is built (dsl/tasks/object_detection/_box_listing.py): a box with
 min >= max, reaching outside its image, or with an unknown label is an error naming the
 CSV file and line. A batch holds each image's boxes padded to `max_boxes`, with their
