@@ -92,9 +92,9 @@ def test_a_tracking_server_that_does_not_answer_stops_the_run_before_it_starts(t
 def test_a_tracking_server_that_stops_answering_never_stops_training(tmp_path: Path) -> None:
     """The server freezes (SIGSTOP: connections wait, nothing answers) once the run has started:
     the run says so once, trains to its end, and keeps every value in metrics.jsonl. It waits
-    `end_wait_seconds` at its end, says what it could not send, and keeps those phase values in
-    mlflow.json; once the server answers again, the run's next start (here, continued to a 4th
-    epoch) sends them first, so MLflow holds every phase."""
+    `end_wait_seconds` at its end, says what it could not send, and keeps those phase values and
+    its end in mlflow.json; once the server answers again, the same command run again sends them
+    and ends the MLflow run; continued to a 4th epoch, MLflow then holds every phase once."""
     pytest.importorskip("mlflow")
     data = synthetic_data(tmp_path / "data", 64, 16, 32)
     with mlflow_server(tmp_path) as (url, server):
@@ -129,14 +129,19 @@ def test_a_tracking_server_that_stops_answering_never_stops_training(tmp_path: P
         assert [r["epoch"] for r in records if r["mode"] == "train"] == [1, 2, 3]
 
         os.killpg(server.pid, signal.SIGCONT)
-        more = dslrun("run", str(file), *settings[:-2], "--set", "runner.max_epochs=4", timeout=600)
-        assert f"sent the {len(kept)} phase value(s) the run's last start kept in mlflow.json" in more.stderr, more.stderr
-        assert "resumed from" in more.stderr, more.stderr
-        assert "unsent" not in json.loads((tmp_path / "run" / "mlflow.json").read_text())
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=url)
         run_id = json.loads((tmp_path / "run" / "mlflow.json").read_text())["run_id"]
+        # The same command again, the run finished: what the record kept is sent, and the run ends.
+        again = dslrun("run", str(file), *settings, timeout=600)
+        assert (f"dslrun: mlflow: sent the {len(kept)} phase value(s) and the run's end (FINISHED) that mlflow.json "
+                "kept from an outage") in again.stderr, again.stderr
+        assert client.get_run(run_id).info.status == "FINISHED"
+        record = json.loads((tmp_path / "run" / "mlflow.json").read_text())
+        assert "unsent" not in record and "end" not in record, record
+        more = dslrun("run", str(file), *settings[:-2], "--set", "runner.max_epochs=4", timeout=600)
+        assert "resumed from" in more.stderr and "phase value(s)" not in more.stderr, more.stderr  # nothing left to send
         per_epoch = records[0]["step"]
         for key in ("val/accuracy", "train_epoch/loss"):  # each phase once: the 3 kept, then the 4th epoch's
             history = client.get_metric_history(run_id, key)

@@ -106,6 +106,7 @@ class MlflowTracking(Callback):
         self.down = False  # the server stopped answering; retried at phase ends
         self.unsent: list[tuple[dict[str, Any], int]] = []  # phase values it has not taken yet
         self.kept = 0  # how many of them mlflow.json holds
+        self.end: str | None = None  # the run's end, kept in mlflow.json when the server did not take it
         self.run_id: str | None = None
         self.stored: dict[str, Any] = {}  # what the record (mlflow.json) holds: the server and the run's id
         self.sent_step = -1  # the last step whose train values MLflow took (kept in the record)
@@ -217,6 +218,8 @@ class MlflowTracking(Callback):
         record: dict[str, Any] = {**self.stored, "sent_step": self.sent_step}
         if self.unsent:
             record["unsent"] = [[values, step] for values, step in self.unsent]
+        if self.end is not None:
+            record["end"] = self.end
         atomic_write_text(self.record, json.dumps(record) + "\n")
         self.kept = len(self.unsent)
 
@@ -252,10 +255,12 @@ class MlflowTracking(Callback):
             if not self.unsent:  # the queue may have been empty: ask the server anyway
                 self._tracked(runner, self.client.get_run, self.run_id)
         if self.down:
+            self.end = "FAILED" if runner.failed else "FINISHED"
+            self._write_record()
             runner.notice(f"warning: mlflow: {shown_uri(self.client.tracking_uri)} still does not answer: "
                           f"{len(self.unsent)} phase value(s), the best model and the run's end are not sent (the "
-                          f"MLflow run shows RUNNING); mlflow.json keeps the values for the next start of this run "
-                          "directory, and metrics.jsonl has every value")
+                          f"MLflow run shows RUNNING); mlflow.json keeps them: the same command run again sends "
+                          "them once the server answers, and metrics.jsonl has every value")
             return
         model_dir = Path(runner.model_dir)
         for name in ("best", "best.json"):
@@ -268,6 +273,45 @@ class MlflowTracking(Callback):
             # MLflow prints the run's address, password and all, when the run ends; ours at the start hid it.
             os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         self._tracked(runner, self.client.set_terminated, self.run_id, "FAILED" if runner.failed else "FINISHED")
+
+
+def send_kept(model_dir: Path) -> str | None:
+    """What a run ended during an outage kept in mlflow.json (phase values, best/, its end), sent now:
+    `dslrun run` of the finished run, or a sweep's end for its trials, closes the MLflow run. What
+    was sent (None: nothing was kept); an exception when the server still does not answer."""
+    from mlflow.tracking import MlflowClient
+
+    from dsl.engine.rundir import atomic_write_text
+
+    path = Path(model_dir) / "mlflow.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not record.get("unsent") and not record.get("end"):
+        return None
+    for name, value in REQUEST_LIMITS.items():
+        os.environ.setdefault(name, value)
+    client, run_id = MlflowClient(tracking_uri=record["tracking_uri"]), record["run_id"]
+    from mlflow.entities import Metric
+
+    sent = 0
+    for values, step in record.get("unsent", []):
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, float(value), now, int(step)) for key, value in values.items() if is_number(value)]
+        if metrics:
+            client.log_batch(run_id, metrics=metrics)
+        sent += 1
+    best = Path(model_dir) / "best"
+    if record.get("end") and best.is_dir():
+        client.log_artifacts(run_id, str(best), "best")
+        if (best / "best.json").is_file():
+            client.log_artifact(run_id, str(best / "best.json"))
+    if record.get("end"):
+        client.set_terminated(run_id, record["end"])
+    atomic_write_text(path, json.dumps({k: v for k, v in record.items() if k not in ("unsent", "end")}) + "\n")
+    ended = f" and the run's end ({record['end']})" if record.get("end") else ""
+    return f"mlflow: sent the {sent} phase value(s){ended} that mlflow.json kept from an outage"
 
 
 def failure(exc: BaseException) -> str:

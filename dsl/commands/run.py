@@ -45,11 +45,26 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
         warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline.to_dict()))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
+        if pipeline.callbacks_of("mlflow"):
+            _send_kept(runner.model_dir)
     if owner and code == 0:
         if not runner.stop.finished:
             click.echo(f"dslrun: run directory: {runner.model_dir}")
         _final_validation(runner)
     sys.exit(code)
+
+
+def _send_kept(model_dir: Any) -> None:
+    """A finished run tracked through an outage: what its end could not send, sent now."""
+    from dsl.callbacks.mlflow_tracking import failure, send_kept
+
+    try:
+        sent = send_kept(model_dir)
+    except Exception as exc:  # the server still does not answer: the record keeps them for next time
+        click.echo(f"dslrun: warning: mlflow: what mlflow.json kept is still not sent: {failure(exc)}", err=True)
+        return
+    if sent:
+        click.echo(f"dslrun: {sent}", err=True)
 
 
 def _final_validation(runner: Any) -> None:

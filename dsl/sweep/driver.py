@@ -429,6 +429,24 @@ def _interrupts_as_keyboard() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _send_trials_kept(sweep: Sweep) -> None:
+    """What trials that ended during a tracking outage kept in their mlflow.json, sent: no trial is
+    started again to send it, and its MLflow run would show RUNNING for good."""
+    from dsl.callbacks.mlflow_tracking import failure, send_kept
+
+    for trial in sweep.study.get_trials(deepcopy=False):
+        run_dir = trial.user_attrs.get("run_dir")
+        if not run_dir:
+            continue
+        try:
+            sent = send_kept(Path(run_dir))
+        except Exception as exc:  # still down: the record keeps them for the sweep's next run
+            say(f"warning: trial {shown_number(trial)}: mlflow: what its mlflow.json kept is still not sent: {failure(exc)}")
+            continue
+        if sent:
+            say(f"trial {shown_number(trial)}: {sent}")
+
+
 def run_sweep(plan: SweepPlan) -> int:
     sweep = Sweep(plan)
     code = sweep.run()
@@ -442,6 +460,7 @@ def run_sweep(plan: SweepPlan) -> int:
             from dsl.callbacks.mlflow_tracking import failure
 
             say(f"warning: the sweep's MLflow run is not ended (it shows RUNNING): {failure(exc)}")
+        _send_trials_kept(sweep)
     from dsl.sweep.report import write_report
 
     write_report(plan, open_study(plan, create=False), out=sys.stderr)
