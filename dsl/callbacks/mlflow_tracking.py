@@ -189,12 +189,7 @@ class MlflowTracking(Callback):
             self.client.log_batch(run_id, params=params[start:start + 100])
 
     def _log_metrics(self, run_id: str, values: dict[str, Any], step: int) -> None:
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        metrics = [Metric(key, float(value), now, step) for key, value in values.items() if is_number(value)]
-        if metrics:
-            self.client.log_batch(run_id, metrics=metrics)
+        log_values(self.client, run_id, values, step)
 
     def after_train_iter(self, runner: Any) -> None:
         if self.run_id is None or self.down:
@@ -262,17 +257,31 @@ class MlflowTracking(Callback):
                           f"MLflow run shows RUNNING); mlflow.json keeps them: the same command run again sends "
                           "them once the server answers, and metrics.jsonl has every value")
             return
-        model_dir = Path(runner.model_dir)
-        for name in ("best", "best.json"):
-            path = model_dir / name
-            if path.is_dir():
-                self._tracked(runner, self.client.log_artifacts, self.run_id, str(path), name)
-            elif path.is_file():
-                self._tracked(runner, self.client.log_artifact, self.run_id, str(path))
+        self._tracked(runner, log_best, self.client, self.run_id, Path(runner.model_dir))
         if shown_uri(self.client.tracking_uri) != self.client.tracking_uri:
             # MLflow prints the run's address, password and all, when the run ends; ours at the start hid it.
             os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         self._tracked(runner, self.client.set_terminated, self.run_id, "FAILED" if runner.failed else "FINISHED")
+
+
+def log_values(client: Any, run_id: str, values: dict[str, Any], step: int) -> None:
+    """The numeric `values` as MLflow metrics at `step`, in one request."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(key, float(value), now, step) for key, value in values.items() if is_number(value)]
+    if metrics:
+        client.log_batch(run_id, metrics=metrics)
+
+
+def log_best(client: Any, run_id: str, model_dir: Path) -> None:
+    """The run's best model (best/, checkpoint.save_best) as the MLflow run's artifacts."""
+    for name in ("best", "best.json"):
+        path = model_dir / name
+        if path.is_dir():
+            client.log_artifacts(run_id, str(path), name)
+        elif path.is_file():
+            client.log_artifact(run_id, str(path))
 
 
 def send_kept(model_dir: Path) -> str | None:
@@ -293,25 +302,15 @@ def send_kept(model_dir: Path) -> str | None:
     for name, value in REQUEST_LIMITS.items():
         os.environ.setdefault(name, value)
     client, run_id = MlflowClient(tracking_uri=record["tracking_uri"]), record["run_id"]
-    from mlflow.entities import Metric
-
-    sent = 0
-    for values, step in record.get("unsent", []):
-        now = int(time.time() * 1000)
-        metrics = [Metric(key, float(value), now, int(step)) for key, value in values.items() if is_number(value)]
-        if metrics:
-            client.log_batch(run_id, metrics=metrics)
-        sent += 1
-    best = Path(model_dir) / "best"
-    if record.get("end") and best.is_dir():
-        client.log_artifacts(run_id, str(best), "best")
-        if (best / "best.json").is_file():
-            client.log_artifact(run_id, str(best / "best.json"))
+    kept = record.get("unsent", [])
+    for values, step in kept:
+        log_values(client, run_id, values, int(step))
     if record.get("end"):
+        log_best(client, run_id, Path(model_dir))
         client.set_terminated(run_id, record["end"])
     atomic_write_text(path, json.dumps({k: v for k, v in record.items() if k not in ("unsent", "end")}) + "\n")
     ended = f" and the run's end ({record['end']})" if record.get("end") else ""
-    return f"mlflow: sent the {sent} phase value(s){ended} that mlflow.json kept from an outage"
+    return f"mlflow: sent the {len(kept)} phase value(s){ended} that mlflow.json kept from an outage"
 
 
 def failure(exc: BaseException) -> str:
