@@ -474,7 +474,7 @@ def test_training_on_a_bad_row_stops_with_one_located_line(boxes: Path, tmp_path
                              "--set", f"runner.model_dir={tmp_path / 'run'}"], capture_output=True, text=True,
                             env={**ENV, "DATA_DIR": str(boxes)}, timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"{boxes / 'bad.csv'} line 3: box (10, 10, 5, 20) has min >= max" in result.stderr, result.stderr[-2000:]
+    assert f"{boxes / 'bad.csv'}:3:1: error: box (10, 10, 5, 20) has min >= max" in result.stderr, result.stderr[-2000:]
 
 
 @pytest.mark.parametrize("backbone", ["small", "MobileNetV2"])

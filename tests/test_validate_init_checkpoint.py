@@ -98,6 +98,18 @@ def test_a_second_phase_after_the_run_s_end_is_a_located_error(tmp_path: Path) -
     assert ": error: " not in result.output, result.output
 
 
+def test_a_reset_head_that_trainable_never_selects_is_a_located_error(tmp_path: Path) -> None:
+    """`reset_head: true` with `trainable: [backbone]` trains around a random classifier: known from
+    the pipeline alone (a trial got a run-time warning only, and exit 0)."""
+    text = PIPELINE.format(path=tmp_path / "base", skip="[]").replace(
+        "    skip: []\n", "    reset_head: true\n    trainable: [backbone]\n")
+    (tmp_path / "p.yaml").write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert result.exit_code == 1 and [line for line in result.output.splitlines() if ": error: " in line] == [
+        f"{tmp_path / 'p.yaml'}:13:16: error: callbacks[0].trainable: the head is reset (reset_head: true) but never "
+        "trains: trainable names the backbone only; add head (trainable: [head, backbone], or drop trainable)"], result.output
+
+
 BUILD_SCRIPT = """\
 import sys
 import tensorflow as tf

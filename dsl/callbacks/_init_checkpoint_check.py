@@ -74,6 +74,13 @@ def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], 
         found.append(Diagnostic.at(sources.locate(path), path,
                                    "there is nothing to unfreeze: every layer trains from the start without "
                                    "`trainable`; add trainable: [head] for a first phase with the backbone frozen"))
+    trainable = callback.get("trainable")
+    if callback.get("reset_head") is True and isinstance(trainable, list) and trainable and set(trainable) <= {"backbone"} \
+            and callback.get("unfreeze_after_epochs") is None:
+        path = (*base, "trainable")
+        found.append(Diagnostic.at(sources.locate(path), path,
+                                   "the head is reset (reset_head: true) but never trains: trainable names the backbone "
+                                   "only; add head (trainable: [head, backbone], or drop trainable)"))
     unfreeze, epochs = callback.get("unfreeze_after_epochs"), (pipeline.get("runner") or {}).get("max_epochs")
     if isinstance(unfreeze, int) and isinstance(epochs, int) and unfreeze >= epochs:
         path = (*base, "unfreeze_after_epochs")
