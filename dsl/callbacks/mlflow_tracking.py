@@ -284,10 +284,12 @@ def log_best(client: Any, run_id: str, model_dir: Path) -> None:
             client.log_artifact(run_id, str(path))
 
 
-def send_kept(model_dir: Path) -> str | None:
+def send_kept(model_dir: Path, tracking_uri: str | None) -> str | None:
     """What a run ended during an outage kept in mlflow.json (phase values, best/, its end), sent now:
     `dslrun run` of the finished run, or a sweep's end for its trials, closes the MLflow run. What
-    was sent (None: nothing was kept); an exception when the server still does not answer."""
+    was sent (None: nothing was kept, or it was kept for another server); an exception when the
+    server still does not answer. `tracking_uri` is the pipeline's, password and all: the record
+    keeps it without the password."""
     from mlflow.tracking import MlflowClient
 
     from dsl.engine.rundir import atomic_write_text
@@ -301,7 +303,9 @@ def send_kept(model_dir: Path) -> str | None:
         return None
     for name, value in REQUEST_LIMITS.items():
         os.environ.setdefault(name, value)
-    client, run_id = MlflowClient(tracking_uri=record["tracking_uri"]), record["run_id"]
+    client, run_id = MlflowClient(tracking_uri=tracking_uri), record["run_id"]
+    if record.get("tracking_uri") not in (shown_uri(client.tracking_uri), client.tracking_uri):
+        return None  # the pipeline tracks elsewhere now
     kept = record.get("unsent", [])
     for values, step in kept:
         log_values(client, run_id, values, int(step))

@@ -45,8 +45,8 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
         warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline.to_dict()))
         if warning:
             click.echo(f"dslrun: warning: {warning}", err=True)
-        if pipeline.callbacks_of("mlflow"):
-            _send_kept(runner.model_dir)
+        for tracking in pipeline.callbacks_of("mlflow"):
+            _send_kept(runner.model_dir, tracking.params.get("tracking_uri"))
     if owner and code == 0:
         if not runner.stop.finished:
             click.echo(f"dslrun: run directory: {runner.model_dir}")
@@ -54,12 +54,12 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     sys.exit(code)
 
 
-def _send_kept(model_dir: Any) -> None:
+def _send_kept(model_dir: Any, tracking_uri: str | None) -> None:
     """A finished run tracked through an outage: what its end could not send, sent now."""
     from dsl.callbacks.mlflow_tracking import failure, send_kept
 
     try:
-        sent = send_kept(model_dir)
+        sent = send_kept(model_dir, tracking_uri)
     except Exception as exc:  # the server still does not answer: the record keeps them for next time
         click.echo(f"dslrun: warning: mlflow: what mlflow.json kept is still not sent: {failure(exc)}", err=True)
         return

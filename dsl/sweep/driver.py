@@ -429,7 +429,7 @@ def _interrupts_as_keyboard() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _send_trials_kept(sweep: Sweep) -> None:
+def _send_trials_kept(sweep: Sweep, tracking_uri: str | None) -> None:
     """What trials that ended during a tracking outage kept in their mlflow.json, sent: no trial is
     started again to send it, and its MLflow run would show RUNNING for good."""
     from dsl.callbacks.mlflow_tracking import failure, send_kept
@@ -439,7 +439,7 @@ def _send_trials_kept(sweep: Sweep) -> None:
         if not run_dir:
             continue
         try:
-            sent = send_kept(Path(run_dir))
+            sent = send_kept(Path(run_dir), tracking_uri)
         except Exception as exc:  # still down: the record keeps them for the sweep's next run
             say(f"warning: trial {shown_number(trial)}: mlflow: what its mlflow.json kept is still not sent: {failure(exc)}")
             continue
@@ -460,7 +460,7 @@ def run_sweep(plan: SweepPlan) -> int:
             from dsl.callbacks.mlflow_tracking import failure
 
             say(f"warning: the sweep's MLflow run is not ended (it shows RUNNING): {failure(exc)}")
-        _send_trials_kept(sweep)
+        _send_trials_kept(sweep, tracking.get("tracking_uri"))
     from dsl.sweep.report import write_report
 
     write_report(plan, open_study(plan, create=False), out=sys.stderr)
