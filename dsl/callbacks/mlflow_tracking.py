@@ -97,11 +97,7 @@ class MlflowTracking(Callback):
     chief_only = True
 
     def before_run(self, runner: Any) -> None:
-        from mlflow.tracking import MlflowClient
-
-        for name, value in REQUEST_LIMITS.items():
-            os.environ.setdefault(name, value)
-        self.client = MlflowClient(tracking_uri=self.params.get("tracking_uri"))
+        self.client = bounded_client(self.params.get("tracking_uri"))
         self.record = Path(runner.model_dir) / "mlflow.json"
         self.down = False  # the server stopped answering; retried at phase ends
         self.unsent: list[tuple[dict[str, Any], int]] = []  # phase values it has not taken yet
@@ -146,7 +142,7 @@ class MlflowTracking(Callback):
             stored = json.loads(self.record.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if stored.get("tracking_uri") not in (shown_uri(self.client.tracking_uri), self.client.tracking_uri):
+        if not same_server(stored.get("tracking_uri"), self.client):
             return None
         self.client.update_run(stored["run_id"], status="RUNNING")
         self.stored = {"tracking_uri": stored["tracking_uri"], "run_id": stored["run_id"]}
@@ -284,14 +280,27 @@ def log_best(client: Any, run_id: str, model_dir: Path) -> None:
             client.log_artifact(run_id, str(path))
 
 
+def bounded_client(tracking_uri: str | None) -> Any:
+    """An MlflowClient whose requests wait a few seconds at most (REQUEST_LIMITS, unless set):
+    MLflow's own client retries for minutes, which would stall whoever asks."""
+    from mlflow.tracking import MlflowClient
+
+    for name, value in REQUEST_LIMITS.items():
+        os.environ.setdefault(name, value)
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def same_server(recorded: str | None, client: Any) -> bool:
+    """Whether mlflow.json's server (kept without its password) is the one `client` talks to."""
+    return recorded in (shown_uri(client.tracking_uri), client.tracking_uri)
+
+
 def send_kept(model_dir: Path, tracking_uri: str | None) -> str | None:
     """What a run ended during an outage kept in mlflow.json (phase values, best/, its end), sent now:
     `dslrun run` of the finished run, or a sweep's end for its trials, closes the MLflow run. What
     was sent (None: nothing was kept, or it was kept for another server); an exception when the
     server still does not answer. `tracking_uri` is the pipeline's, password and all: the record
     keeps it without the password."""
-    from mlflow.tracking import MlflowClient
-
     from dsl.engine.rundir import atomic_write_text
 
     path = Path(model_dir) / "mlflow.json"
@@ -301,10 +310,8 @@ def send_kept(model_dir: Path, tracking_uri: str | None) -> str | None:
         return None
     if not record.get("unsent") and not record.get("end"):
         return None
-    for name, value in REQUEST_LIMITS.items():
-        os.environ.setdefault(name, value)
-    client, run_id = MlflowClient(tracking_uri=tracking_uri), record["run_id"]
-    if record.get("tracking_uri") not in (shown_uri(client.tracking_uri), client.tracking_uri):
+    client, run_id = bounded_client(tracking_uri), record["run_id"]
+    if not same_server(record.get("tracking_uri"), client):
         return None  # the pipeline tracks elsewhere now
     kept = record.get("unsent", [])
     for values, step in kept:

@@ -105,6 +105,7 @@ def user_errors(function: Callback) -> Callback:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from dsl.language.errors import DslError, LocatedError
 
+        _LOADED.clear()  # positions of this command's pipeline only (several commands run in one test process)
         try:
             return function(*args, **kwargs)
         except LocatedError as exc:

@@ -9,16 +9,10 @@ from dsl.sweep.plan import SweepPlan
 
 
 def client_of(tracking: dict[str, Any]) -> Any:
-    """An MlflowClient whose requests wait a few seconds at most, as the trials' (the callback's REQUEST_LIMITS)."""
-    import os
+    """The mlflow callback's client, whose requests wait a few seconds at most, as the trials' do."""
+    from dsl.callbacks.mlflow_tracking import bounded_client
 
-    from mlflow.tracking import MlflowClient
-
-    from dsl.callbacks.mlflow_tracking import REQUEST_LIMITS
-
-    for name, value in REQUEST_LIMITS.items():
-        os.environ.setdefault(name, value)
-    return MlflowClient(tracking_uri=tracking.get("tracking_uri"))
+    return bounded_client(tracking.get("tracking_uri"))
 
 
 def parent_run(tracking: dict[str, Any], plan: SweepPlan) -> str:
