@@ -118,6 +118,29 @@ def test_a_bad_coco_annotation_is_named_by_its_id_and_crowds_are_left_out(boxes:
     assert listed[0].crowd == 1 and sum(len(i.boxes) for i in listed) == len(data["annotations"]) - 1
 
 
+def test_coco_classes_in_another_order_or_a_count_apart_are_errors_at_their_keys(boxes: Path, tmp_path: Path) -> None:
+    """Trial A7: `classes` naming the file's categories in another order than their ids was taken in
+    silence (every prediction and per-class AP then carries another category's name). Both errors
+    start with the pipeline key, so a run locates them at its line (and `validate --data` too)."""
+    with pytest.raises(DslError, match=r"^inputter.classes: 'square' is class 0 here but the category at index 1 "
+                                       r"\(by id\) \[disc, square, triangle\]; list the classes in the categories' id order"):
+        read_sources(params(boxes / "train.json", classes=["square", "disc", "triangle"]), "coco")
+    renamed = read_sources(params(boxes / "train.json", classes=["round", "box", "tri"]), "coco")["train"]
+    assert len(renamed) == 160  # other names altogether: a renaming, taken
+    with pytest.raises(DslError, match=r"^inputter.num_classes: 4, but .*train.json has 3 categories; make them agree"):
+        read_sources(params(boxes / "train.json", num_classes=4, classes=None), "coco")
+    from click.testing import CliRunner
+
+    from dsl.cli import main
+
+    result = CliRunner().invoke(main, ["validate", str(PIPELINE), "--data", "--set",
+                                       f"inputter={{type: coco_json, train: {boxes / 'train.json'}, val: {boxes / 'eval.json'}, num_classes: 3, "
+                                       "classes: [square, disc, triangle]}"], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "<--set>:1:" in result.output and "error: inputter.classes: 'square' is class 0 here" in result.output, \
+        result.output
+
+
 def test_batches_hold_boxes_padded_to_max_boxes_with_their_count(boxes: Path) -> None:
     from dsl.tasks.object_detection.object_detection_csv import build
 

@@ -100,3 +100,30 @@ def test_append_tag_without_a_base_list_is_the_list_and_on_a_mapping_an_error(tm
     code, output = cli("validate", str(wrong))
     assert code == 1 and f"{wrong}:4:10: error: network: the tag !append applies to a list (its items go after the " \
                          "base's), not to a mapping" in output
+
+
+def test_a_plain_list_that_drops_a_bases_component_is_a_located_warning(tmp_path: Path) -> None:
+    """Trial B7: a variant listing `callbacks:` without `!append` lost its base's `init_checkpoint` and
+    trained from scratch without a word. The warning names what is dropped, where it was, and both
+    fixes; `!replace` on the list says it is meant and silences it."""
+    files(tmp_path, "callbacks:\n  - type: checkpoint\n  - {type: early_stopping, monitor: train/loss}\n")
+    variant = tmp_path / "variant.yaml"
+    variant.write_text("extends: child.yaml\ncallbacks:\n  - type: checkpoint\n  - type: progress\n", encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 0, output
+    assert f"{variant}:2:1: warning: callbacks: this list replaces the base's whole and drops its early_stopping " \
+           f"({tmp_path / 'child.yaml'}:6)" in output, output
+    assert "write `callbacks: !append [...]` to add to the base's list, or `callbacks: !replace [...]`" in output
+    variant.write_text("extends: child.yaml\ncallbacks: !replace\n  - type: checkpoint\n", encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 0 and "warning" not in output, output
+    code, shown = cli("show", str(variant))
+    assert code == 0 and [c["type"] for c in yaml.safe_load(shown)["callbacks"]] == ["checkpoint"], shown
+    variant.write_text("extends: child.yaml\ncallbacks:\n  - type: progress\n  - {type: early_stopping, monitor: train/loss}\n"
+                       "  - type: checkpoint\n",
+                       encoding="utf-8")  # the same types in another order, one added: nothing dropped
+    code, output = cli("validate", str(variant))
+    assert code == 0 and "warning" not in output, output
+    wrong = files(tmp_path, "runner: !replace 3\n")
+    code, output = cli("validate", str(wrong))
+    assert code == 1 and "the tag !replace applies to a mapping or a list" in output, output

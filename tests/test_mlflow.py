@@ -25,7 +25,7 @@ QUICKSTART = Path(__file__).resolve().parents[1] / "pipelines" / "quickstart.yam
 
 def test_validate_names_the_extra_when_mlflow_is_missing(tmp_path: Path) -> None:
     file = tmp_path / "p.yaml"
-    file.write_text(f"extends: {QUICKSTART}\ncallbacks:\n  - type: mlflow\n", encoding="utf-8")
+    file.write_text(f"extends: {QUICKSTART}\ncallbacks: !replace\n  - type: mlflow\n", encoding="utf-8")
     # A Python that finds no mlflow: the venv's, with the package's import path hidden.
     code = ("import importlib.util, sys; real = importlib.util.find_spec; "
             "importlib.util.find_spec = lambda name, *a: None if name == 'mlflow' else real(name, *a); "
@@ -64,7 +64,7 @@ def test_a_folder_store_this_mlflow_refuses_is_a_validate_error(tmp_path: Path) 
 
 def tracked_pipeline(tmp_path: Path, uri: str) -> Path:
     file = tmp_path / "tracked.yaml"
-    file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks:\n  - type: mlflow\n"
+    file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks: !replace\n  - type: mlflow\n"
                     f"    tracking_uri: {uri}\n", encoding="utf-8")
     return file
 

@@ -170,7 +170,7 @@ def test_a_sweep_tracked_by_a_server_that_does_not_answer_stops_at_once(tmp_path
         port = probe.getsockname()[1]
     path = tmp_path / "sweep.yaml"
     text = edit("sweep:\n", f"sweep:\n  directory: {tmp_path / 'sweep'}\n") + (
-        f"callbacks:\n  - type: mlflow\n    tracking_uri: http://127.0.0.1:{port}\n")
+        f"callbacks: !replace\n  - type: mlflow\n    tracking_uri: http://127.0.0.1:{port}\n")
     path.write_text(text, encoding="utf-8")
     line = text.splitlines().index(f"    tracking_uri: http://127.0.0.1:{port}") + 1
     result = CliRunner().invoke(main, ["sweep", str(path)], catch_exceptions=False)

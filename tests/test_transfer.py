@@ -96,8 +96,10 @@ def test_head_only_fine_tune_resets_the_head_and_its_val_loss_is_what_eval_repor
 def test_a_reset_head_that_trainable_leaves_frozen_is_a_warning(setup):
     """`trainable: [backbone]` with a fresh head trained around a random classifier without a word
     (a trial reached 0.66 that way and could not tell why)."""
-    pipeline = finetune(setup, "backbone_only", f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [backbone]}}")
+    index = max((setup["base_run"] / "checkpoints").glob("ckpt-*.index"))  # a prefix's .index file names it too
+    pipeline = finetune(setup, "backbone_only", f"{{type: init_checkpoint, path: {index}, trainable: [backbone]}}")
     result = dslrun(str(pipeline))
+    assert f"init_checkpoint: restored 12 variables by name from {str(index)[:-len('.index')]}" in result.stdout, result.stdout
     warnings = [line for line in result.stderr.splitlines() if "keeps its random values" in line]
     assert len(warnings) == 1 and warnings[0].startswith("dslrun: warning: init_checkpoint: the head was reset to "
                                                          "fresh values (logits/"), result.stderr

@@ -169,3 +169,15 @@ def test_a_trainable_entry_that_matches_nothing_is_an_error_even_beside_one_that
     run = CliRunner().invoke(main, ["run", str(tuned)], catch_exceptions=False)
     assert run.exit_code == 1 and "['hiden_2'] matches no variable of the model" in run.output
     assert not (tmp_path / "tuned").exists()  # refused at its start: no run directory left behind
+
+
+def test_a_checkpoint_s_index_or_data_file_is_taken_for_its_prefix(tmp_path: Path) -> None:
+    """Trial B7: `--checkpoint` took `ckpt-8.index`, `init_checkpoint.path` refused it."""
+    from dsl.callbacks._init_checkpoint_check import checkpoint_problem, resolve_prefix
+
+    (tmp_path / "ckpt-8.index").write_bytes(b"")
+    (tmp_path / "ckpt-8.data-00000-of-00001").write_bytes(b"")
+    prefix = str(tmp_path / "ckpt-8")
+    for given in (prefix, f"{prefix}.index", f"{prefix}.data-00000-of-00001"):
+        assert resolve_prefix(given) == prefix and checkpoint_problem(given) == (None, ""), given
+    assert resolve_prefix(str(tmp_path / "ckpt-9.index")) is None

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dsl.engine.checkpoint_paths import named_prefix
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
 
@@ -109,7 +110,8 @@ def resolve_prefix(path: str) -> str | None:
             if prefix is not None:
                 return prefix
         return None
-    return path if Path(f"{path}.index").is_file() else None
+    prefix = named_prefix(path)
+    return prefix if Path(f"{prefix}.index").is_file() else None
 
 
 def _latest(directory: Path) -> str | None:
@@ -134,7 +136,7 @@ def checkpoint_problem(path: str) -> tuple[str | None, str]:
     prefix = resolve_prefix(path)
     if prefix is None:
         return (f"{path!r} is not a checkpoint dslrun can read: give a run directory (or its checkpoints/ or "
-                f"best/, which hold a `checkpoint` file), a prefix such as .../ckpt-100 (beside its .index), "
+                f"best/, which hold a `checkpoint` file), a prefix such as .../ckpt-100 (or its .index file), "
                 f"or a Keras .h5 / .weights.h5 file"), "error"
     if not prefix.endswith(".h5") and not Path(f"{prefix}.index").is_file():
         return (f"{path!r}: its `checkpoint` file names {prefix}, whose .index is missing (deleted or "

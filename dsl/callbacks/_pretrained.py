@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from dsl.engine.checkpoint_paths import named_prefix
 from dsl.language.errors import DslError
 
 Pair = tuple[tf.Variable, np.ndarray]
@@ -48,8 +49,8 @@ def resolve(path: str) -> str:
             f"{_KEY}: the directory {path!r} holds no checkpoint (no `checkpoint` file); give a run "
             f"directory, its checkpoints/ or best/ directory, or a checkpoint prefix such as .../ckpt-100"
         )
-    elif Path(f"{path}.index").is_file():
-        return path
+    elif Path(f"{named_prefix(path)}.index").is_file():
+        return named_prefix(path)
     raise DslError(
         f"{_KEY}: {path!r} does not exist; expected a dslrun run directory (runs/<name>, or its "
         f"checkpoints/ or best/), a checkpoint prefix such as runs/<name>/checkpoints/ckpt-100, "

@@ -15,6 +15,12 @@ from dsl.language.errors import DslError
 _FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
+def named_prefix(path: str) -> str:
+    """The prefix whose `.index` or data file `path` names (when that prefix's .index exists), else `path`."""
+    prefix = _FILE.sub("", path)
+    return prefix if prefix != path and Path(f"{prefix}.index").is_file() else path
+
+
 def given_checkpoint(path: str, option: str) -> str:
     """`path` as a directory or a prefix (a prefix's `.index` or data file is taken for the prefix);
     a DslError naming `option` when it is neither. Which checkpoint a directory holds is TensorFlow's

@@ -86,6 +86,11 @@ class Replace(dict):  # type: ignore[type-arg]
     (dsl.language.resolve.merge). One of the two tags a pipeline may use; it never outlives the merge."""
 
 
+class ReplaceList(list):  # type: ignore[type-arg]
+    """A list tagged `!replace`: it replaces the base's list as a plain list does, and says it is
+    meant to, so `extends` does not warn about the base's components it drops."""
+
+
 class Append(list):  # type: ignore[type-arg]
     """A list tagged `!append`: `extends` adds its items after the base's list instead of
     replacing it (a callback added without copying the base's callbacks). It never outlives the merge."""
@@ -365,7 +370,7 @@ class _Builder:
 
     def _bad_tag(self, node: Node, path: JsonPath) -> None:
         if node.tag in (REPLACE_TAG, APPEND_TAG):
-            wanted = "a mapping (its keys replace the base's whole)" if node.tag == REPLACE_TAG else \
+            wanted = "a mapping or a list (it replaces the base's whole)" if node.tag == REPLACE_TAG else \
                 "a list (its items go after the base's)"
             self.error(node, path, f"the tag {node.tag} applies to {wanted}, not to {_node_kind(node)}")
             return
@@ -377,10 +382,10 @@ class _Builder:
         )
 
     def _sequence(self, node: SequenceNode, path: JsonPath, depth: int) -> list[Any] | None:
-        if node.tag not in (_CORE + "seq", APPEND_TAG):
+        if node.tag not in (_CORE + "seq", APPEND_TAG, REPLACE_TAG):
             self._bad_tag(node, path)
             return None
-        items: list[Any] = Append() if node.tag == APPEND_TAG else []
+        items: list[Any] = Append() if node.tag == APPEND_TAG else ReplaceList() if node.tag == REPLACE_TAG else []
         for index, child in enumerate(node.value):
             child_path = path + (index,)
             self.sources.set(child_path, Origin(self.loc(child.start_mark)))

@@ -34,7 +34,7 @@ from typing import Any
 
 from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
-from dsl.language.loader import Append, LoadError, Replace, load_file, parse_text
+from dsl.language.loader import Append, LoadError, Replace, ReplaceList, load_file, parse_text
 from dsl.language.secrets import is_secret, remember
 from dsl.language.suggest import did_you_mean
 
@@ -126,8 +126,12 @@ def _load_extending(
         # without one is named after itself, never after its base, or two variants share a run directory.
         base[0].pop("name", None)
         base[1].remove_under(("name",))
+        if merged is not None:
+            diagnostics.extend(dropped_components(merged, base[:2]))
         merged = base[:2] if merged is None else merge(merged, base[:2])
     sources.remove_under(("extends",))
+    if merged is not None:
+        diagnostics.extend(dropped_components(merged, (value, sources)))
     value, sources = (value, sources) if merged is None else merge(merged, (value, sources))
     return value, sources, complete
 
@@ -202,6 +206,39 @@ def _after_base_items(base: Any, over: Any, sources: SourceMap) -> SourceMap:
                 break
         moved.set(path, origin)
     return moved
+
+
+def dropped_components(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], SourceMap]) -> list[Diagnostic]:
+    """A warning at each plain list of `over` that replaces a base list of components and drops
+    some of their types: forgetting `!append` under `callbacks` silently lost an `init_checkpoint`
+    (a new user's fine-tuning trained from scratch). `!replace` on the list says it is meant."""
+    found: list[Diagnostic] = []
+    _find_dropped(base[0], over[0], (), base[1], over[1], found)
+    return found
+
+
+def _find_dropped(base: Any, over: Any, path: JsonPath, base_sources: SourceMap, sources: SourceMap,
+                  found: list[Diagnostic]) -> None:
+    if isinstance(base, dict) and isinstance(over, dict) and not replaces(base, over):
+        for key, item in over.items():
+            if key in base:
+                _find_dropped(base[key], item, path + (key,), base_sources, sources, found)
+        return
+    if not isinstance(base, list) or not isinstance(over, list) or isinstance(over, (Append, ReplaceList)):
+        return
+    kept = {item.get("type") for item in over if isinstance(item, dict)}
+    dropped = [(index, item["type"]) for index, item in enumerate(base)
+               if isinstance(item, dict) and isinstance(item.get("type"), str) and item["type"] not in kept]
+    if not dropped:
+        return
+    where = base_sources.locate(path + (dropped[0][0],))
+    names = ", ".join(dict.fromkeys(kind for _, kind in dropped))
+    key = path[-1] if path and isinstance(path[-1], str) else format_path(path)
+    found.append(Diagnostic.at(
+        sources.locate(path, key=True), path,
+        f"this list replaces the base's whole and drops its {names} ({where.file}:{where.line}); "
+        f"write `{key}: !append [...]` to add to the base's list, or `{key}: !replace [...]` to drop them on purpose",
+        "warning"))
 
 
 def replaces(base: dict[str, Any], over: dict[str, Any]) -> bool:

@@ -221,8 +221,9 @@ def _image_size(path: str) -> tuple[int, int] | str:
 
 
 # ------------------------------------------------------------------------------ COCO
-def coco_images(json_path: Path, image_dir: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | BoxProblem]:
-    """Every image of a COCO annotations file and every bad annotation (named by its id).
+def coco_images(json_path: Path, image_dir: Path, params: dict[str, Any]) -> Iterator[ImageBoxes | BoxProblem | str]:
+    """Every image of a COCO annotations file and every bad annotation (named by its id); a string for
+    a disagreement with the pipeline's `num_classes` or `classes` (reported at that key).
 
     Categories map to contiguous class indices in the order of their ids; `iscrowd`
     annotations are counted but left out.
@@ -237,11 +238,15 @@ def coco_images(json_path: Path, image_dir: Path, params: dict[str, Any]) -> Ite
     if not isinstance(data, dict) or not all(isinstance(data.get(key), list) for key in ("images", "annotations", "categories")):
         yield BoxProblem(where, 0, "not COCO annotations: expected a JSON object with lists images, annotations and categories")
         return
-    categories = sorted(c["id"] for c in data["categories"] if isinstance(c, dict) and "id" in c)
+    named = sorted((c for c in data["categories"] if isinstance(c, dict) and "id" in c), key=lambda c: c["id"])
+    categories = [c["id"] for c in named]
     index = {category: k for k, category in enumerate(categories)}
     if len(categories) != params["num_classes"]:
-        yield BoxProblem(where, 0, f"{len(categories)} categories but inputter.num_classes is {params['num_classes']}; "
-                                   "make them agree")
+        yield (f"inputter.num_classes: {params['num_classes']}, but {json_path} has {len(categories)} categories; "
+               "make them agree (a class per category, in the order of their ids)")
+    misplaced = _misplaced_names(params.get("classes"), [str(c.get("name", c["id"])) for c in named])
+    if misplaced:
+        yield f"inputter.classes: {misplaced} in {json_path}"
     images: dict[Any, ImageBoxes] = {}
     for entry in data["images"]:
         try:
@@ -255,6 +260,20 @@ def coco_images(json_path: Path, image_dir: Path, params: dict[str, Any]) -> Ite
         if problem:
             yield problem
     yield from images.values()
+
+
+def _misplaced_names(classes: list[str] | None, names: list[str]) -> str | None:
+    """Why `classes` mislabels the file's categories (a name of the file at another index), or None.
+
+    Class k is the k-th category by id: `classes` given in another order would name every
+    prediction and per-class AP after the wrong category, without any error (a trial's did).
+    """
+    for k, name in enumerate(classes or []):
+        if name in names and names.index(name) != k:
+            return (f"{name!r} is class {k} here but the category at index {names.index(name)} (by id) "
+                    f"[{', '.join(names)}]; list the classes in the categories' id order, or leave classes out "
+                    "to take the file's names")
+    return None
 
 
 def _coco_annotation(annotation: Any, images: dict[Any, ImageBoxes], index: dict[Any, int],
@@ -351,7 +370,7 @@ def listed_images(params: dict[str, Any], mode: str, layout: str) -> Iterator[Im
             yield f"{key}: cannot read {value}: {exc}"
 
 
-def _nonempty(items: Iterator[ImageBoxes | BoxProblem], value: str, key: str) -> Iterator[ImageBoxes | BoxProblem | str]:
+def _nonempty(items: Iterator[ImageBoxes | BoxProblem | str], value: str, key: str) -> Iterator[ImageBoxes | BoxProblem | str]:
     images = 0
     for item in items:
         images += isinstance(item, ImageBoxes)
