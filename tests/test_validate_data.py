@@ -297,6 +297,20 @@ def test_image_folder_bad_image_and_empty_class(tmp_path: Path, data: Path) -> N
                              "8x8 RGB (fed as 4x4x1); 7 steps per epoch (batch 8 x 1 process)")
 
 
+def test_image_folder_with_a_missing_train_folder_blames_train_alone(tmp_path: Path, data: Path) -> None:
+    """Trial B: a mistyped train folder gave its error, then "inputter.val: nothing read ... (see the
+    errors above)" though the val folder was fine: val's classes come from the train folders."""
+    as_folders(data)
+    path = pipeline(tmp_path, data, FOLDER.replace("{data}/folders/train", "{data}/folders/trian"))
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 1
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and f"error: inputter.train: {data}/folders/trian does not exist" in errors[0], result.stdout
+    assert f"{path}: inputter.val: {data}/folders/val not read: its classes are the sub-folders of inputter.train, " \
+           "see the error above" in result.stdout.splitlines(), result.stdout
+    assert "1 invalid, 1 error" in result.output
+
+
 CIFAR = """\
 version: 1
 inputter: {{type: cifar10_binary, data_dir: {data}, batch_size: 4}}

@@ -87,13 +87,15 @@ def check_data(
             scaled, found = scaling_report(resolved, sources, world_size, scaling, train.steps,
                                            steps(train, inputter, 1))
             diagnostics += found
-    return diagnostics, reports, scaled
+    # One problem two splits meet (image_folder's val reads its classes from the train folders) once.
+    unique = list({d.format_text(): d for d in diagnostics}.values())
+    return unique, reports, scaled
 
 
 def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], sources: SourceMap,
                  sample: int | None = None) -> list[Diagnostic]:
     report.source, report.class_names, report.generated = split.source, split.class_names, split.count
-    report.one_class_each = split.one_class_each
+    report.one_class_each, report.waits_for = split.one_class_each, split.waits_for
     found: list[Diagnostic] = []
     extra = 0
 

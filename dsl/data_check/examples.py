@@ -68,3 +68,6 @@ class Split:
     # Warnings once the items are read, each at the pipeline path it is about ((path, message)):
     # a detection set's boxes that match none of the network's anchors, at network.anchors.
     warnings: Callable[[dict[str, Any]], list[tuple[tuple[str | int, ...], str]]] | None = None
+    # Why the split was not read though its own files are fine: another split's errors stop it
+    # (image_folder's val takes its classes from the train folders), said in its summary.
+    waits_for: str | None = None

@@ -45,6 +45,7 @@ class SplitReport:
     # --sample: the images inspected out of those listed (sizes, modes and digests are the sample's)
     inspected: int | None = None
     listed: int = 0
+    waits_for: str | None = None  # Split.waits_for
 
     def count(self, example: Example, facts: ImageFacts | None) -> None:
         """One usable example: its class, its image's size and mode (when it is an image) and
@@ -86,6 +87,8 @@ class SplitReport:
             ("batch" if self.steps == 1 else "batches") + " per pass"
         if self.generated is not None:
             return f"{self.key}: {self.generated} examples {self.source}; {self.steps} {unit} ({batch})"
+        if not self.examples and not self.unusable and self.waits_for:
+            return f"{self.key}: {self.source} not read: {self.waits_for}"
         if not self.examples and not self.unusable:
             return f"{self.key}: nothing read from {self.source} (see the errors above)"
         parts = [f"{self.key}: {self.examples} examples from {self.source}"]

@@ -177,7 +177,13 @@ class Checkpoints:
 
 
 def does_not_fit(path: str, exc: Exception, option: str) -> DslError:
-    """The error for a readable checkpoint of another network or optimizer."""
+    """The error for a readable checkpoint of another network or optimizer.
+
+    The half-done restore leaves TensorFlow a "value ... could not be found" warning per
+    variable to log when its objects are deleted, after the error line: 84 of them buried
+    the one line that says what to do (trial A6). They are dropped from then on.
+    """
+    tf.get_logger().addFilter(_unrestored_values)
     if option == "--resume-from":
         hint = "use --no-resume or another runner.model_dir"
     else:
@@ -186,6 +192,12 @@ def does_not_fit(path: str, exc: Exception, option: str) -> DslError:
         f"checkpoint {path} does not fit this pipeline (the network or optimizer changed?): "
         f"{first_line(exc)}; {hint}"
     )
+
+
+def _unrestored_values(record: Any) -> bool:
+    message = record.getMessage()
+    return not ("could not be found in the restored object" in message
+                or "being deleted with unrestored values" in message)
 
 
 def random_generators(model: tf.keras.Model) -> list[tf.random.Generator]:

@@ -59,12 +59,19 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     from dsl.data_check.examples import Example, Problem, Split
     from dsl.language.diagnostics import Location
 
+    source = ", ".join(as_list(params[mode]))
     try:
         dirs = [existing_dir(v, f"inputter.{mode}") for v in as_list(params[mode])]
-        classes = _classes(params, _folders(params))
+        folders = _folders(params)
+    except DslError as exc:
+        own = str(exc).startswith(f"inputter.{mode}:")
+        waits = None if own else f"its classes are the sub-folders of inputter.{next(m for m in MODES if params[m])}, see the error above"
+        return Split([Problem(str(exc))], source=source, waits_for=waits)
+    try:
+        classes = _classes(params, folders)
         listing = _listing(mode, dirs, classes)
     except DslError as exc:
-        return Split([Problem(str(exc))], source=", ".join(as_list(params[mode])))
+        return Split([Problem(str(exc))], source=source)
     items = (
         Example(label, path, Location(path), path=path) for path, label in zip(listing.paths, listing.labels)
     )
