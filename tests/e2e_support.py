@@ -123,15 +123,27 @@ def free_port() -> int:
 
 
 @contextmanager
-def mlflow_server(root: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+def mlflow_server(root: Path, login: tuple[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """A real MLflow tracking server (SQLite backend, its files under `root`): (its URL, its
-    process group's leader). Killed with everything it started when the block ends, on failure too."""
+    process group's leader). Killed with everything it started when the block ends, on failure too.
+
+    `login` (user, password): the server is MLflow's basic-auth app with that admin, and refuses
+    any request without it. Its configuration (which holds the password) is written beside `root`.
+    """
     port = free_port()
     command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
                "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(root / "artifacts"),
                "--workers", "1"]
+    env = dict(os.environ)
+    if login is not None:
+        config = root.parent / f"{root.name}-auth.ini"
+        config.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{root / 'auth.db'}\n"
+                          f"admin_username = {login[0]}\nadmin_password = {login[1]}\n"
+                          "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+        command += ["--app-name", "basic-auth"]
+        env.update(MLFLOW_AUTH_CONFIG_PATH=str(config), MLFLOW_FLASK_SERVER_SECRET_KEY="dslrun-tests")
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below, after the server
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 240  # a deadline only: it starts in about 10 s on a quiet machine

@@ -125,6 +125,9 @@ def test_coco_classes_in_another_order_or_a_count_apart_are_errors_at_their_keys
     with pytest.raises(DslError, match=r"^inputter.classes: 'square' is class 0 here but the category at index 1 "
                                        r"\(by id\) \[disc, square, triangle\]; list the classes in the categories' id order"):
         read_sources(params(boxes / "train.json", classes=["square", "disc", "triangle"]), "coco")
+    with pytest.raises(DslError, match=r"^inputter.classes: 'tri' \(class 2\) is not a category of the file, whose "
+                                       r"category 2 \(by id\) is 'triangle', though the other names are the file's"):
+        read_sources(params(boxes / "train.json", classes=["disc", "square", "tri"]), "coco")  # trial A8: silent
     renamed = read_sources(params(boxes / "train.json", classes=["round", "box", "tri"]), "coco")["train"]
     assert len(renamed) == 160  # other names altogether: a renaming, taken
     with pytest.raises(DslError, match=r"^inputter.num_classes: 4, but .*train.json has 3 categories; make them agree"):
@@ -133,6 +136,14 @@ def test_coco_classes_in_another_order_or_a_count_apart_are_errors_at_their_keys
 
     from dsl.cli import main
 
+    # Without classes, the per-class AP a run logs carries the categories' names, and validate knows them.
+    coco = f"inputter={{type: coco_json, train: {boxes / 'train.json'}, val: {boxes / 'eval.json'}, num_classes: 3}}"
+    monitor = ["--set", "callbacks=!append [{type: early_stopping, monitor: val/ap_square, mode: max}]"]
+    result = CliRunner().invoke(main, ["validate", str(PIPELINE), "--set", coco, *monitor], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["validate", str(PIPELINE), "--set", coco, *monitor[:1],
+                                       monitor[1].replace("ap_square", "ap_1")], catch_exceptions=False)
+    assert result.exit_code == 1 and "val/ap_square" in result.output, result.output
     result = CliRunner().invoke(main, ["validate", str(PIPELINE), "--data", "--set",
                                        f"inputter={{type: coco_json, train: {boxes / 'train.json'}, val: {boxes / 'eval.json'}, num_classes: 3, "
                                        "classes: [square, disc, triangle]}"], catch_exceptions=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -127,3 +128,15 @@ def test_a_plain_list_that_drops_a_bases_component_is_a_located_warning(tmp_path
     wrong = files(tmp_path, "runner: !replace 3\n")
     code, output = cli("validate", str(wrong))
     assert code == 1 and "the tag !replace applies to a mapping or a list" in output, output
+
+
+@pytest.mark.slow
+def test_a_run_without_a_checkpoint_callback_says_at_its_end_that_nothing_was_kept(tmp_path: Path) -> None:
+    """Trial B8: a variant whose callbacks dropped the base's checkpoint trained, then `eval` said
+    "train the pipeline first"; the warning at its start had scrolled away."""
+    child = files(tmp_path, f"runner: {{max_epochs: 1, model_dir: {tmp_path / 'run'}}}\n")
+    result = CliRunner().invoke(main, ["run", str(child)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == ("dslrun: warning: no checkpoint callback: the trained weights were not kept (eval, predict and "
+                    "export need them); add {type: checkpoint} to callbacks"), result.output

@@ -144,6 +144,23 @@ def test_csv_header_auto_true_false(tmp_path):
         build("image_classification_csv", train=str(with_header), num_classes=2, header=False)
 
 
+def test_csv_labels_may_be_the_names_inputter_classes_lists(tmp_path):
+    """Trial B8: the detection and text CSVs took class names, this one refused them (and told the
+    user to set `header: true` for row 145)."""
+    listed = write_csv_set(tmp_path / "a", 4, 2, header=True)
+    named = tmp_path / "a" / "named.csv"
+    lines = listed.read_text().splitlines()
+    named.write_text("\n".join([lines[0], *(row.rsplit(",", 1)[0] + "," + ["cat", "dog"][int(row.rsplit(",", 1)[1])]
+                                           for row in lines[1:])]) + "\n")
+    inputter = build("image_classification_csv", train=str(named), num_classes=2, classes=["cat", "dog"])
+    assert inputter.num_examples("train") == 4
+    assert build("image_classification_csv", train=str(listed), num_classes=2, classes=["cat", "dog"]).num_examples("train") == 4
+    named.write_text(named.read_text().replace(",dog", ",dgo", 1))
+    with pytest.raises(DslError, match=r"line \d: unknown label 'dgo'; expected one of inputter.classes \(cat, dog\) "
+                                       r"or a class index$"):
+        build("image_classification_csv", train=str(named), num_classes=2, classes=["cat", "dog"])
+
+
 def test_csv_list_of_files_and_absolute_paths(tmp_path):
     first = write_csv_set(tmp_path / "a", 3, 2)
     write_png(tmp_path / "elsewhere.png", 200)

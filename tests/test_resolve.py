@@ -53,14 +53,15 @@ def test_extends_deep_merges_mappings_and_replaces_lists(tmp_path: Path) -> None
 
 
 def test_extends_list_merges_in_order_relative_to_the_extending_file(tmp_path: Path) -> None:
-    write(tmp_path, "bases/a.yaml", "name: a\nseed: 1\ndescription: from a\n")
-    write(tmp_path, "bases/b.yaml", "extends: a.yaml\nname: b\ndescription: from b\n")
-    write(tmp_path, "bases/c.yaml", "description: from c\nname: c\n")
+    write(tmp_path, "bases/a.yaml", "name: a\nseed: 1\ndescription: from a\nrunner: {max_epochs: 1}\n")
+    write(tmp_path, "bases/b.yaml", "extends: a.yaml\nname: b\nseed: 2\ndescription: from b\n")
+    write(tmp_path, "bases/c.yaml", "seed: 3\ndescription: from c\nname: c\n")
     top = write(tmp_path, "top.yaml", "extends: [bases/b.yaml, bases/c.yaml]\nversion: 1\n")
     tree = resolve(top, environ={})
     assert tree.diagnostics == []
-    # c's description over b's over a's; no base's name (a file without one is named after itself).
-    assert tree.value == {"seed": 1, "description": "from c", "version": 1}
+    # c's seed over b's over a's; no base's name or description: they describe their own file (a file
+    # without a name is named after itself).
+    assert tree.value == {"seed": 3, "runner": {"max_epochs": 1}, "version": 1}
 
 
 def test_extends_cycle_names_the_chain(tmp_path: Path) -> None:

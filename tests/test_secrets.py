@@ -9,6 +9,7 @@ and greps the run directory, the console and the server's whole store for the pa
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,7 @@ SECRET = "s3cr3t-Pa55-7781"
 
 def pipeline(tmp_path: Path, uri: str, extra: str = "") -> Path:
     file = tmp_path / "tracked.yaml"
-    file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks:\n  - type: mlflow\n"
+    file.write_text(f"extends: {QUICKSTART}\nrunner:\n  model_dir: {tmp_path / 'run'}\ncallbacks: !replace\n  - type: mlflow\n"
                     f"    tracking_uri: {uri}\n{extra}", encoding="utf-8")
     return file
 
@@ -56,13 +57,30 @@ def test_a_value_set_on_the_command_line_is_written_as_set(tmp_path: Path) -> No
 def test_a_run_tracked_with_a_password_leaves_it_nowhere(tmp_path: Path) -> None:
     pytest.importorskip("mlflow")
     data = synthetic_data(tmp_path / "data", 32, 16, 16)
-    env = {**ENV, "MLFLOW_TEST_PASSWORD": SECRET}
+    # MLflow's basic-auth app checks a slow password hash at each request (0.5 s on a busy machine):
+    # the callback's 5 s request limit is raised so that a busy CI machine cannot fail the test.
+    env = {**ENV, "MLFLOW_TEST_PASSWORD": SECRET, "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}
     store = tmp_path / "server"
     store.mkdir()
-    with mlflow_server(store) as (url, _):
+    # A server that refuses any request without bob's password: every run below that tracks
+    # proves the password reached it in full.
+    with mlflow_server(store, login=("bob", SECRET)) as (url, _):
         file = pipeline(tmp_path, url.replace("http://", "http://bob:${MLFLOW_TEST_PASSWORD}@"))
         settings = ["--set", f"inputter.train={data / 'train.csv'}", "--set", f"inputter.val={data / 'eval.csv'}",
                     "--set", "inputter.batch_size=16", "--set", "runner.max_epochs=1"]
+        wrong = subprocess.run([*DSLRUN, str(file), *settings], capture_output=True, text=True, timeout=600,
+                               env={**env, "MLFLOW_TEST_PASSWORD": "not-the-password"})
+        assert wrong.returncode == 1 and "Traceback" not in wrong.stderr, wrong.stderr
+        assert f"{file}:6:19: error: callbacks[0].tracking_uri: the MLflow tracking server http://bob:***@" in wrong.stderr
+        assert "refuses the credentials (the user and password in the URI): 401" in wrong.stderr, wrong.stderr
+        assert "not-the-password" not in wrong.stderr and not (tmp_path / "run").exists()  # refused before the run
+        from dsl.callbacks._mlflow_check import login_problem
+
+        assert "asks for a login (401): give it MLflow's MLFLOW_TRACKING_USERNAME" in str(login_problem(url, 60, {}))
+        assert login_problem(url, 60, {"MLFLOW_TRACKING_USERNAME": "bob", "MLFLOW_TRACKING_PASSWORD": SECRET}) is None
+        assert "refuses the credentials (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)" in str(login_problem(
+            url.replace("http://", f"http://bob:{SECRET}@"), 60, {"MLFLOW_TRACKING_USERNAME": "bob",
+                                                                  "MLFLOW_TRACKING_PASSWORD": "wrong"}))
         runs = [subprocess.run([*DSLRUN, str(file), *settings], capture_output=True, text=True, env=env, timeout=600)]
         # Resumed from the stored pipeline.yaml, which reads the variable again.
         runs.append(subprocess.run([*DSLRUN, str(tmp_path / "run" / "pipeline.yaml"), "--set", "runner.max_epochs=2"],
@@ -71,6 +89,7 @@ def test_a_run_tracked_with_a_password_leaves_it_nowhere(tmp_path: Path) -> None
     for result in runs:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         assert SECRET not in result.stdout + result.stderr
+        assert "View run" not in result.stdout  # MLflow's own link lines (dslrun says where the run is)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [(r["epoch"], r["step"]) for r in records if r["mode"] == "train"]
     assert train[0] == (1, 2) and train[-1] == (2, 4), train  # the second run went on from the first's step 2
@@ -79,3 +98,6 @@ def test_a_run_tracked_with_a_password_leaves_it_nowhere(tmp_path: Path) -> None
              if path.is_file() and SECRET.encode() in path.read_bytes()]
     assert leaks == []
     assert any(path.name == "pipeline.yaml" for path in store.rglob("*"))  # MLflow's copy was looked at too
+    logged = sqlite3.connect(store / "mlflow.db").execute(
+        "SELECT run_uuid, step, value FROM metrics WHERE key = 'val/accuracy'").fetchall()
+    assert len({step for _, step, _ in logged}) == 2, logged  # each run's val phase reached the server that asks for the password

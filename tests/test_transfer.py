@@ -155,7 +155,7 @@ def test_show_variables_names_each_variable_with_its_shape_and_group(setup):
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
     assert lines[0].split() == ["variable", "shape", "group", "trained"]
     assert rows["conv_1/kernel"] == ["(3,", "3,", "3,", "4)", "backbone", "yes"]
-    assert rows["batch_normalization_1/moving_mean"][-2:] == ["backbone", "no"]
+    assert rows["batch_normalization_1/moving_mean"][-2:] == ["backbone", "statistics"]  # they follow the data
     assert rows["logits/kernel"] == ["(8,", "4)", "head", "yes"] and rows["logits/bias"][-2:] == ["head", "yes"]
     assert lines[-1].startswith("simple_cnn: 14 variables") and "head layers: logits" in lines[-1]
 
@@ -168,6 +168,7 @@ def test_show_variables_shows_the_plan_an_init_checkpoint_will_apply(setup):
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:-1]}
     assert lines[0].split() == ["variable", "shape", "group", "first", "value", "trained"]
     assert rows["conv_1/kernel"][-3:] == ["backbone", "restored", "no"]  # frozen by trainable: [head]
+    assert rows["batch_normalization_1/moving_mean"][-1] == "no"  # its layer frozen too: inference mode
     assert rows["logits/kernel"][-4:] == ["head", "reset", "(head)", "yes"] and rows["logits/kernel"][0] == "(8,"
     assert "first values from" in lines[-1] and str(setup["base_run"]) in lines[-1]
     not_yet = finetune(setup, "later", f"{{type: init_checkpoint, path: {setup['root'] / 'not_trained_yet'}}}")
@@ -185,3 +186,15 @@ def test_two_phase_fine_tune_unfreezes_after_its_epochs_with_a_slower_backbone(s
     # 48 examples at batch 16: epoch 1 ends at step 3; batch normalisation stays frozen.
     assert "init_checkpoint: epoch 1: unfroze 3 layers; 6 variables train, the backbone at 0.1 x the learning rate" in out
     assert out.index("froze 5 layers") < out.index("unfroze 3 layers")
+
+
+def test_eval_of_another_run_s_checkpoint_is_printed_not_recorded_in_this_run(setup):
+    """Trial B8: `eval --checkpoint` of another run wrote its scores into this run's metrics.jsonl
+    (a step 132 record in a run that ended at step 90), TensorBoard and confusion matrix."""
+    other = setup["root"] / "elsewhere"
+    path = setup["root"] / "elsewhere.yaml"
+    path.write_text(BASE.format(data=setup["base"].parent / "base_data", classes=4, network=NETWORK, run=other))
+    result = dslrun("eval", str(path), "--checkpoint", str(setup["base_run"] / "checkpoints" / "ckpt-8"))
+    assert json.loads(result.stdout)["step"] == 8
+    assert f"is not a checkpoint of {other}: the scores are printed, not recorded" in result.stderr, result.stderr
+    assert not (other / "metrics.jsonl").exists() and not list(other.glob("*.png"))

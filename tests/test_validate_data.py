@@ -182,7 +182,7 @@ def test_a_label_out_of_range_is_an_error_at_its_csv_line_and_every_bad_row_is_r
         f"{data / 'train.csv'}:4:1: error: inputter.train: label 3 is outside 0..2; fix the row or set "
         "inputter.num_classes",
         f"{data / 'train.csv'}:8:1: error: inputter.train: label 'x' is not an integer; labels are class indices "
-        "0..2 (set inputter.header: true if this row is a header)",
+        "0..2, or class names when inputter.classes lists them",  # no header hint: not the first row
     ]
 
 

@@ -181,3 +181,50 @@ def test_a_checkpoint_s_index_or_data_file_is_taken_for_its_prefix(tmp_path: Pat
     for given in (prefix, f"{prefix}.index", f"{prefix}.data-00000-of-00001"):
         assert resolve_prefix(given) == prefix and checkpoint_problem(given) == (None, ""), given
     assert resolve_prefix(str(tmp_path / "ckpt-9.index")) is None
+
+
+def _run_trained_on(run: Path, classes: list[str]) -> str:
+    """A run directory as dslrun leaves one (pipeline.yaml, checkpoints/ckpt-1.index), the index
+    empty: what these checks read is the run's pipeline, before TensorFlow opens anything."""
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "ckpt-1.index").write_bytes(b"")
+    (run / "pipeline.yaml").write_text(f"inputter: {{type: image_folder, classes: [{', '.join(classes)}]}}\n")
+    return str(run / "checkpoints" / "ckpt-1")
+
+
+NAMED = PIPELINE.replace("  type: synthetic\n  image_shape: [8, 8, 3]\n", "  type: image_classification_csv\n  train: "
+                         "new/train.csv\n  val: new/eval.csv\n  image_shape: [8, 8, 3]\n  num_classes: 3\n  classes: [five, six, seven]\n")
+
+
+def test_a_head_restored_from_a_run_of_other_classes_is_a_warning(tmp_path: Path) -> None:
+    """Trial B8: digits 5-9 fine-tuned from a digits 0-4 run restored its classifier (as many classes)
+    with only "restored 107 variables" said. Plain validate reads the base run's pipeline.yaml."""
+    prefix = _run_trained_on(tmp_path / "base", ["zero", "one", "two"])
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
+    code = f"import sys; from dsl.cli import main; main(['validate', {str(tmp_path / 'p.yaml')!r}])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f":15:11: warning: callbacks[0].path: {tmp_path / 'base'} was trained on other classes (zero, one, two), " \
+           "as many as this pipeline's, so its head (classifier) is restored" in result.stdout, result.stdout
+    assert "set reset_head: true for a new task" in result.stdout
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[head]"))  # the head skipped: nothing to say
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "warning" not in result.stdout, result.stdout
+
+
+@pytest.mark.slow
+def test_eval_refuses_a_checkpoint_trained_on_other_classes(tmp_path: Path) -> None:
+    """Trial B8: `eval --checkpoint` of the digits 0-4 run scored it on digits 5-9 (0.17) without a
+    word, and predict called a four "nine"."""
+    prefix = _run_trained_on(tmp_path / "base", ["zero", "one", "two"])
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[head]").replace(
+        "  max_epochs: 1\n", f"  max_epochs: 1\n  model_dir: {tmp_path / 'mine'}\n"))
+    from PIL import Image
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
+    for command in ("eval", "predict"):
+        args = [command, str(tmp_path / "p.yaml"), "--checkpoint", prefix] + ([str(tmp_path / "x.png")] if command == "predict" else [])
+        result = subprocess.run([sys.executable, "-m", "dsl", *args], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert f"dslrun: error: --checkpoint {prefix}: it was trained by {tmp_path / 'base'} on other classes (zero, " \
+               "one, two), not this pipeline's (five, six, seven)" in result.stderr, result.stderr

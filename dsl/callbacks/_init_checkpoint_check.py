@@ -48,7 +48,29 @@ def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[
                 problem, severity = _names_problem(path), "error"
             if problem is not None:
                 found.append(Diagnostic.at(sources.locate(where), where, problem, severity))
+            else:
+                found += _old_head(callback, pipeline, where, sources)
     return found
+
+
+def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
+    """A warning when the head will be restored (as many classes) from a run that named other
+    classes: a trial's digits 5-9 started from the digits 0-4 classifier with only "restored 107
+    variables" said. Set reset_head either way and nothing is said."""
+    from dsl.engine.checkpoint_paths import run_of, trained_classes
+
+    classes = (pipeline.get("inputter") or {}).get("classes")
+    if callback.get("reset_head") is not None or "head" in (callback.get("skip") or []) or not isinstance(classes, list):
+        return []
+    run = run_of(callback["path"])
+    theirs = trained_classes(run) if run is not None else None
+    if not theirs or len(theirs) != len(classes) or theirs == classes:
+        return []
+    shown = ", ".join(theirs[:8]) + (", ..." if len(theirs) > 8 else "")
+    return [Diagnostic.at(sources.locate(where), where, (
+        f"{run} was trained on other classes ({shown}), as many as this pipeline's, so its head (classifier) is "
+        "restored and training starts from the old task's; set reset_head: true for a new task, or reset_head: false "
+        "to keep the old head on purpose"), "warning")]
 
 
 def _patterns(callback: dict[str, Any], base: JsonPath, sources: SourceMap) -> list[Diagnostic]:

@@ -87,8 +87,9 @@ SERVER_TIMEOUT_SECONDS = 5.0
 def check_tracking_server(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
     """Each mlflow callback's HTTP tracking server answers (its /health, within a few seconds).
 
-    Any HTTP answer will do (a server behind a login says 401): only a server that cannot be
-    reached or does not answer in time is an error. Local stores (a folder, sqlite) need nothing.
+    Any HTTP answer will do there (a server behind a login says 401): a server that cannot be
+    reached or does not answer in time is an error, and so is one that refuses the run's login
+    (`login_problem`). Local stores (a folder, sqlite) need nothing.
     """
     found = []
     for path, uri, source in _stores(pipeline):
@@ -99,17 +100,64 @@ def check_tracking_server(pipeline: dict[str, Any], sources: SourceMap) -> list[
             found.append(Diagnostic.at(sources.locate(path), path, (
                 f"the MLflow tracking server {shown_uri(uri)}{source} does not answer: {problem}; start it or "
                 "correct the URI (dslrun asks before training, so that a run never waits on it)")))
+            continue
+        refused = login_problem(uri, SERVER_TIMEOUT_SECONDS, os.environ)
+        if refused:
+            found.append(Diagnostic.at(sources.locate(path), path,
+                                       f"the MLflow tracking server {shown_uri(uri)}{source} {refused}"))
     return found
+
+
+def _address(uri: str, path: str) -> str:
+    """`uri`'s server with `path` appended, without the user-info (credentials go in a header)."""
+    parts = urllib.parse.urlsplit(uri)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    netloc += f":{parts.port}" if parts.port else ""
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path, "", ""))
+
+
+def login_problem(uri: str, timeout: float, environ: Any) -> str | None:
+    """Why the server refuses the run's credentials (None: it lets them read experiments).
+
+    A wrong password passed /health (any answer will do there), then every request of the run
+    failed with 401 and training went on untracked. The credentials are MLflow's own:
+    MLFLOW_TRACKING_USERNAME / _PASSWORD (or _TOKEN) first, else the URI's user-info.
+    """
+    import base64
+
+    parts = urllib.parse.urlsplit(uri)
+    user = environ.get("MLFLOW_TRACKING_USERNAME")
+    password = environ.get("MLFLOW_TRACKING_PASSWORD") if user else None
+    given = "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+    if not user and parts.username:
+        user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+        given = "the user and password in the URI"
+    request = urllib.request.Request(_address(uri, "/api/2.0/mlflow/experiments/search?max_results=1"), method="GET")
+    if environ.get("MLFLOW_TRACKING_TOKEN") and not user:
+        request.add_header("Authorization", f"Bearer {environ['MLFLOW_TRACKING_TOKEN']}")
+        given = "MLFLOW_TRACKING_TOKEN"
+    elif user:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401 and (user or environ.get("MLFLOW_TRACKING_TOKEN")):
+            return f"refuses the credentials ({given}): 401 {exc.reason}; correct them"
+        if exc.code == 401:
+            return ("asks for a login (401): give it MLflow's MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, "
+                    "or http://user:${PASSWORD}@host in tracking_uri")
+        if exc.code == 403:
+            return f"lets {user or 'this login'} in but not read experiments (403 {exc.reason}); ask for permission"
+        return None  # another answer (an older server without this endpoint): the run will say
+    except OSError:
+        return None  # it answered /health a moment ago: what the run meets, it reports as an outage
 
 
 def server_problem(uri: str, timeout: float) -> str | None:
     """Why the server at `uri` cannot be reached (None: it answered, whatever it said)."""
-    parts = urllib.parse.urlsplit(uri)
-    # Credentials in the URI's user-info go in a header, not in the address urllib dials.
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    netloc += f":{parts.port}" if parts.port else ""
-    health = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
+    health = _address(uri, "/health")  # never the user-info: urllib would dial it as part of the host
     try:
         with urllib.request.urlopen(urllib.request.Request(health, method="GET"), timeout=timeout):
             return None

@@ -42,6 +42,9 @@ PARENT_ENV = "DSLRUN_MLFLOW_PARENT_RUN_ID"
 _MAX_VALUE = 500  # MLflow refuses longer parameter values on some stores
 # How long one request to the server may take during a run (MLflow's own default retries for minutes).
 REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+# MLflow prints "🏃 View run ... at: ..." on stdout when a run ends: dslrun says where the run is
+# itself (`mlflow: run <id> at <uri>`), and stdout is the sweep's table and eval's JSON.
+QUIET = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 
 @register(
@@ -158,7 +161,7 @@ class MlflowTracking(Callback):
         name = self.params.get("experiment") or runner.pipeline.name
         experiment = self.client.get_experiment_by_name(name)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
-        tags = {"dslrun.model_dir": str(runner.model_dir)}
+        tags = {"dslrun.model_dir": str(Path(runner.model_dir).resolve())}  # a relative one means nothing in MLflow
         if os.environ.get(PARENT_ENV):
             tags["mlflow.parentRunId"] = os.environ[PARENT_ENV]
         run = self.client.create_run(experiment_id, run_name=self.params.get("run_name") or Path(runner.model_dir).name,
@@ -285,7 +288,7 @@ def bounded_client(tracking_uri: str | None) -> Any:
     MLflow's own client retries for minutes, which would stall whoever asks."""
     from mlflow.tracking import MlflowClient
 
-    for name, value in REQUEST_LIMITS.items():
+    for name, value in {**REQUEST_LIMITS, **QUIET}.items():
         os.environ.setdefault(name, value)
     return MlflowClient(tracking_uri=tracking_uri)
 

@@ -72,6 +72,15 @@ def restored_runner(pipeline: Pipeline, checkpoint: str | None) -> Runner:
     """
     if checkpoint == BEST:
         checkpoint = best_model_dir(Path(pipeline.runner.model_dir))
+    elif checkpoint is not None:
+        from dsl.engine.checkpoint_paths import other_task
+
+        classes = pipeline.inputter.arguments().get("classes") or []
+        problem = other_task(checkpoint, classes)
+        if problem:
+            raise DslError(f"--checkpoint {checkpoint}: {problem}, not this pipeline's ({', '.join(classes[:10])}"
+                           f"{', ...' if len(classes) > 10 else ''}): its scores and names would be another task's; "
+                           "give a checkpoint of this task (fine-tune that one with init_checkpoint first)")
     runner = build_runner(single_process(pipeline), resume=True, resume_from=checkpoint)
     runner.restore(weights_only=True, option="--checkpoint")
     if not runner.resumed:

@@ -2,7 +2,8 @@
 
 One row per variable: its name (`conv_1/kernel`, what `skip` and `trainable` patterns
 search), its shape, its group (`head` or `backbone`, dsl/networks/_groups.py) and whether
-the optimizer trains it (batch-norm moving statistics are not trained). With an
+the optimizer trains it (`statistics`: a batch-norm layer's moving mean and variance, which
+follow the data while the layer is not frozen, but no gradient). With an
 `init_checkpoint` callback the table is the plan the run will apply at its start: where each
 variable's first value comes from (`restored` from the file, `reset` head, `skipped`, or
 `fresh` when the file lacks it or is not written yet) and which layers `trainable` and
@@ -33,11 +34,18 @@ def variables_table(pipeline: Pipeline) -> str:
     restoring = pipeline.callbacks_of("init_checkpoint")
     origins, note = plan_at_start(model, restoring[0].arguments()) if restoring else ({}, "")
     trained = {id(variable) for variable in model.trainable_weights}  # what the optimizer gets (frozen layers' are out)
+    # A batch-norm layer that is not frozen updates its moving statistics from the data as it trains:
+    # "no" read as "kept from the file" to a trial.
+    import tensorflow as tf
+
+    updated = {id(variable) for layer in model.submodules if isinstance(layer, tf.keras.layers.BatchNormalization)
+               and layer.trainable for variable in layer.non_trainable_weights}
     rows = [("variable", "shape", "group", *(["first value"] if restoring else []), "trained")]
     for variable in model.weights:
         name = variable.name.rsplit(":", 1)[0]
+        state = "yes" if id(variable) in trained else "statistics" if id(variable) in updated else "no"
         rows.append((name, str(tuple(variable.shape)), "head" if name in head else "backbone",
-                     *([origins.get(name, "fresh")] if restoring else []), "yes" if id(variable) in trained else "no"))
+                     *([origins.get(name, "fresh")] if restoring else []), state))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     count = sum(int(v.shape.num_elements() or 0) for v in model.weights)

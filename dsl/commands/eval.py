@@ -56,12 +56,27 @@ def command(path: str, overrides: tuple[str, ...], checkpoint: str | None, mode:
     # Where the weights were taken (a best/ checkpoint's from best.json; null when unknown).
     where = {"checkpoint": runner.restored_from, "step": runner.restored_step, "epoch": runner.restored_epoch}
     record = {"mode": mode, **where, **values}
-    runner.log_metrics(f"eval_{mode}", {**where, **values, **runner.report.outputs()})
-    # A classifier's per-class table and confusion matrix (the modeler's report, dsl/engine/phase_report.py),
-    # also drawn as confusion_matrix_<mode>.png next to the metrics file and in TensorBoard's eval directory.
-    pictures = runner.report.write(runner, mode, "eval", int(runner.restored_step or 0), f"{mode}, step {runner.restored_step}")
+    pictures: dict[str, Any] = {}
+    if _of_this_run(runner):
+        runner.log_metrics(f"eval_{mode}", {**where, **values, **runner.report.outputs()})
+        # A classifier's per-class table and confusion matrix (the modeler's report, dsl/engine/phase_report.py),
+        # also drawn as confusion_matrix_<mode>.png next to the metrics file and in TensorBoard's eval directory.
+        pictures = runner.report.write(runner, mode, "eval", int(runner.restored_step or 0),
+                                       f"{mode}, step {runner.restored_step}")
+    elif runner.placement.is_chief:  # another run's weights: their scores are not this run's history
+        click.echo(f"dslrun: eval: {runner.restored_from} is not a checkpoint of {runner.model_dir}: the scores are "
+                   "printed, not recorded in its metrics.jsonl, TensorBoard or pictures", err=True)
     if runner.placement.is_chief:
         click.echo(json.dumps({**record, **(runner.report.last or {}), **pictures}))
+
+
+def _of_this_run(runner: Any) -> bool:
+    """Whether the evaluated checkpoint lies in the pipeline's run directory (checkpoints/ or best/)."""
+    if runner.restored_from is None:
+        return True
+    from pathlib import Path
+
+    return Path(runner.model_dir).resolve() in Path(runner.restored_from).resolve().parents
 
 
 def _require_data(runner: Any, mode: str, error: type) -> None:

@@ -51,6 +51,11 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
         if not runner.stop.finished:
             click.echo(f"dslrun: run directory: {runner.model_dir}")
         _final_validation(runner)
+        if not pipeline.callbacks_of("checkpoint") and not runner.stop.finished:
+            # A variant's callbacks list that dropped its base's checkpoint trained, then `eval` said
+            # "train the pipeline first": say it at the end, where the user looks for the model.
+            click.echo("dslrun: warning: no checkpoint callback: the trained weights were not kept (eval, predict and "
+                       "export need them); add {type: checkpoint} to callbacks", err=True)
     sys.exit(code)
 
 

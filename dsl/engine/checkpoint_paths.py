@@ -31,3 +31,38 @@ def given_checkpoint(path: str, option: str) -> str:
     if Path(f"{prefix}.index").exists():
         return prefix
     raise DslError(f"{option} {path}: no such checkpoint (expected a directory or a prefix with {prefix}.index)")
+
+
+def run_of(checkpoint: str) -> Path | None:
+    """The run directory that wrote `checkpoint` (a prefix or a directory: its checkpoints/ or
+    best/ folder, or the run directory itself), when it holds the run's pipeline.yaml."""
+    path = Path(checkpoint)
+    folder = path if path.is_dir() else path.parent
+    for candidate in (folder, folder.parent):
+        if (candidate / "pipeline.yaml").is_file():
+            return candidate
+    return None
+
+
+def trained_classes(run: Path) -> list[str] | None:
+    """The class names the run in `run` declared (its pipeline.yaml's inputter.classes), if any."""
+    import yaml
+
+    try:
+        stored = yaml.safe_load((run / "pipeline.yaml").read_text(encoding="utf-8"))
+        classes = stored["inputter"].get("classes")
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
+    return [str(name) for name in classes] if isinstance(classes, list) else None
+
+
+def other_task(checkpoint: str, classes: list[str] | None) -> str | None:
+    """Why `checkpoint` was trained for another task than one of `classes`: its run named other
+    classes (a trial evaluated a digits 0-4 model on digits 5-9, 0.17, without a word, and predict
+    called a four "nine"). None when they agree or either side names none."""
+    run = run_of(checkpoint)
+    theirs = trained_classes(run) if run is not None else None
+    if not classes or not theirs or list(classes) == theirs:
+        return None
+    shown = ", ".join(theirs[:10]) + (", ..." if len(theirs) > 10 else "")
+    return f"it was trained by {run} on other classes ({shown})"

@@ -124,8 +124,10 @@ def _load_extending(
         complete = complete and base[2]
         # A pipeline's name is its own (its run directory, runs/<name>, its MLflow experiment): a file
         # without one is named after itself, never after its base, or two variants share a run directory.
-        base[0].pop("name", None)
-        base[1].remove_under(("name",))
+        # Its description too: every variant of a trial called itself "ResNet-20, 3 epochs on ...".
+        for own in ("name", "description"):
+            base[0].pop(own, None)
+            base[1].remove_under((own,))
         if merged is not None:
             diagnostics.extend(dropped_components(merged, base[:2]))
         merged = base[:2] if merged is None else merge(merged, base[:2])

@@ -1,7 +1,8 @@
 """`image_classification_csv`: images listed in CSV files as `path,label` rows.
 
 The format of the Lambda demo and of `dslrun data`: one row per image, the path relative
-to the CSV's own folder (absolute paths work too), the label an integer class index.
+to the CSV's own folder (absolute paths work too), the label an integer class index or,
+when `classes` lists them, a class name (as the detection and text CSVs take them).
 The CSVs are read in Python when the pipeline is built (cheap, and every bad row is
 reported with its file and line before training starts); the images are read by tf.data.
 """
@@ -44,8 +45,9 @@ PARAMS: dict[str, dict[str, Any]] = {
         "uniqueItems": True,
         "default": None,
         "description": (
-            "Class names in label order (label 0 first), one per class: `dslrun predict` names each "
-            "prediction's class (`name`), as image_folder and text inputters do. null = indices only."
+            "Class names in label order (label 0 first), one per class: the CSVs' labels may be these names, "
+            "and `dslrun predict` names each prediction's class (`name`), as image_folder and text inputters "
+            "do. null = indices only."
         ),
     },
     "image_shape": image_shape_param(),
@@ -88,7 +90,8 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     for mode in MODES:
         if params[mode] is not None:
             key = f"inputter.{mode}"
-            listings[mode] = read_csvs(as_list(params[mode]), key, params["num_classes"], params["header"])
+            listings[mode] = read_csvs(as_list(params[mode]), key, params["num_classes"], params["header"],
+                                       params["classes"])
     inputter = FileListInputter(params, listings, tuple(params["image_shape"]), params["num_classes"])
     if params["classes"]:
         check_num_classes(len(params["classes"]), params, "inputter.classes", f"it names {len(params['classes'])} classes")
@@ -96,27 +99,30 @@ def build(params: dict[str, Any], context: BuildContext) -> Inputter:
     return inputter
 
 
-def read_csvs(values: list[str], key: str, num_classes: int, header: str | bool = "auto") -> Listing:
-    """The examples of the CSV files `values` (paths as written in the YAML under `key`)."""
+def read_csvs(values: list[str], key: str, num_classes: int, header: str | bool = "auto",
+              classes: list[str] | None = None) -> Listing:
+    """The examples of the CSV files `values` (paths as written in the YAML under `key`); labels are
+    indices, or names of `classes`."""
     listing = Listing(key)
     for value in values:
         csv_path = existing_file(value, key)
         before = len(listing)
-        _read_csv(csv_path, listing, num_classes, header)
+        _read_csv(csv_path, listing, num_classes, header, classes)
         if len(listing) == before:
             raise DslError(f"{key}: {value} lists no images; expected rows `path,label`")
     return listing
 
 
-def _read_csv(csv_path: Path, listing: Listing, num_classes: int, header: str | bool) -> None:
+def _read_csv(csv_path: Path, listing: Listing, num_classes: int, header: str | bool,
+              classes: list[str] | None) -> None:
     folder = csv_path.parent
     listing.start_csv(csv_path)
     try:
-        for line, row in _data_rows(csv_path, header):
-            problem = _row_problem(row, num_classes)
-            if problem:
-                raise DslError(f"{csv_path} line {line}: {problem}")
-            listing.add(os.path.normpath(os.path.join(folder, row[0].strip())), int(row[1]), line)
+        for index, (line, row) in enumerate(_data_rows(csv_path, header)):
+            label = _row_label(row, num_classes, classes, first=index == 0)
+            if isinstance(label, str):
+                raise DslError(f"{csv_path} line {line}: {label}")
+            listing.add(os.path.normpath(os.path.join(folder, row[0].strip())), label, line)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DslError(f"{listing.key}: {_unreadable(csv_path, exc)}") from None
 
@@ -141,22 +147,27 @@ def _unreadable(csv_path: Path, exc: Exception) -> str:
     return f"cannot read {csv_path}: {exc}; expected a UTF-8 CSV of `path,label` rows"
 
 
-def _row_problem(row: list[str], num_classes: int) -> str | None:
-    """What is wrong with one `path,label` row, or None."""
+def _row_label(row: list[str], num_classes: int, classes: list[str] | None, first: bool = False) -> int | str:
+    """The class index of one `path,label` row, or what is wrong with it. The header hint is
+    for the first row only: a trial was told to set `header: true` for its row 145."""
     if len(row) != 2:
         return f"expected 2 columns `path,label`, found {len(row)}: {','.join(row)[:80]}"
     path, text = row[0].strip(), row[1].strip()
     if not path:
         return "the image path is empty"
+    if classes and text in classes:
+        return classes.index(text)
     if not _is_integer(text):
-        return (
-            f"label {text!r} is not an integer; labels are class indices 0..{num_classes - 1} "
-            "(set inputter.header: true if this row is a header)"
-        )
+        hint = " (set inputter.header: true if this row is a header)" if first else ""
+        if classes:
+            shown = ", ".join(classes[:12]) + (", ..." if len(classes) > 12 else "")
+            return f"unknown label {text!r}; expected one of inputter.classes ({shown}) or a class index{hint}"
+        return (f"label {text!r} is not an integer; labels are class indices 0..{num_classes - 1}, or class names "
+                f"when inputter.classes lists them{hint}")
     label = int(text)
     if not 0 <= label < num_classes:
         return f"label {label} is outside 0..{num_classes - 1}; fix the row or set inputter.num_classes"
-    return None
+    return label
 
 
 def _csv_examples(values: list[str], key: str, params: dict[str, Any]) -> Iterator[Any]:
@@ -174,12 +185,12 @@ def _csv_examples(values: list[str], key: str, params: dict[str, Any]) -> Iterat
             for line, row in _data_rows(csv_path, params["header"]):
                 rows += 1
                 where = Location(str(csv_path), line, 1)
-                problem = _row_problem(row, params["num_classes"])
-                if problem:
-                    yield Problem(problem, where)
+                label = _row_label(row, params["num_classes"], params.get("classes"), first=rows == 1)
+                if isinstance(label, str):
+                    yield Problem(label, where)
                     continue
                 path = os.path.normpath(os.path.join(csv_path.parent, row[0].strip()))
-                yield Example(int(row[1]), f"{csv_path.name} line {line}", where, path=path)
+                yield Example(label, f"{csv_path.name} line {line}", where, path=path)
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             yield Problem(_unreadable(csv_path, exc))
             continue

@@ -15,6 +15,7 @@ resizing an image to the pipeline's `image_shape` leaves them unchanged.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -273,6 +274,13 @@ def _misplaced_names(classes: list[str] | None, names: list[str]) -> str | None:
             return (f"{name!r} is class {k} here but the category at index {names.index(name)} (by id) "
                     f"[{', '.join(names)}]; list the classes in the categories' id order, or leave classes out "
                     "to take the file's names")
+    foreign = [name for name in classes or [] if name not in names]
+    if foreign and len(foreign) < len(classes or []):  # some of the file's names, and others: a slip, not a renaming
+        k = (classes or []).index(foreign[0])
+        theirs = f"whose category {k} (by id) is {names[k]!r}" if k < len(names) else f"which has {len(names)} categories"
+        return (f"{foreign[0]!r} (class {k}) is not a category of the file, {theirs}, though the other names are "
+                f"the file's [{', '.join(names)}]: give the file's names in their id order, rename every class, "
+                "or leave classes out")
     return None
 
 
@@ -403,12 +411,23 @@ def coco_class_names(params: dict[str, Any]) -> list[str] | None:
 
     for mode in MODES:
         for value in as_list(params.get(mode)):
+            path = Path(value).expanduser()
             try:
-                categories = json.loads(Path(value).expanduser().read_text(encoding="utf-8"))["categories"]
-                return [str(c.get("name", c["id"])) for c in sorted(categories, key=lambda c: c["id"])]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                stat = path.stat()
+            except OSError:
                 return None
+            return _category_names(str(path), stat.st_mtime_ns, stat.st_size)
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _category_names(path: str, mtime_ns: int, size: int) -> list[str] | None:
+    """A file's category names, read once per version of it (validate asks for each metric it checks)."""
+    try:
+        categories = json.loads(Path(path).read_text(encoding="utf-8"))["categories"]
+        return [str(c.get("name", c["id"])) for c in sorted(categories, key=lambda c: c["id"])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def box_iou(a: Sequence[float], b: Sequence[float]) -> float:

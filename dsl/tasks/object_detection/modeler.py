@@ -75,12 +75,18 @@ METRICS = ["map", "map_50", "map_75"]
 
 def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """What each phase reports, for `dslrun validate`: the losses; val adds map, map_50, map_75 and
-    `ap_<class>`, named by the inputter's `classes` (else `ap_<k>`), as classification names its table."""
+    `ap_<class>`, named as the run names them: by the inputter's `classes`, else a COCO file's
+    category names (validate named them `ap_<k>` while the run logged `ap_three`: a monitor that
+    passed validate failed after the first epoch), else `ap_<k>`."""
     from dsl.modelers.class_keys import class_keys
+    from dsl.tasks.object_detection._box_listing import coco_class_names
 
     inputter = (pipeline or {}).get("inputter") or {}
     classes = inputter.get("num_classes")
-    per_class = [f"ap_{key}" for key in class_keys(classes, inputter.get("classes"))] if isinstance(classes, int) else []
+    names = inputter.get("classes")
+    if names is None and inputter.get("type") == "coco_json":
+        names = coco_class_names(inputter)
+    per_class = [f"ap_{key}" for key in class_keys(classes, names)] if isinstance(classes, int) else []
     terms = ["class_loss", "box_loss", *(["l2_loss"] if params.get("weight_decay") else [])]
     return {"train": ["loss", *terms, "learning_rate"], "val": ["loss", *terms, *METRICS, *per_class]}
 
