@@ -64,6 +64,8 @@ def test_both_layouts_list_the_same_images_and_boxes(boxes: Path) -> None:
     ("a.png,10,5,10,20,disc", r"boxes.csv line 2: box \(10, 5, 10, 20\) has min >= max"),
     ("a.png,10,5,60,20,disc", r"boxes.csv line 2: box .* reaches outside its 50x40 image"),
     ("a.png,1,1,5,5,hexagon", r"boxes.csv line 2: unknown label 'hexagon'; expected one of disc, square, triangle"),
+    ("a.png,1,1,5,5,Square", r"boxes.csv line 2: unknown label 'Square'; expected one of disc, square, triangle; "
+                             r"did you mean 'square'\?"),  # trial A8
     ("a.png,1,1,5,5,7", r"boxes.csv line 2: label 7 is outside 0..2"),
     ("a.png,1,x,5,5,disc", r"boxes.csv line 2: box coordinates 1,x,5,5 are not all numbers"),
     ("b.png,1,1,5,5,disc", r"boxes.csv line 2: image .*b.png does not exist"),

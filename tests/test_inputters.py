@@ -157,7 +157,7 @@ def test_csv_labels_may_be_the_names_inputter_classes_lists(tmp_path):
     assert build("image_classification_csv", train=str(listed), num_classes=2, classes=["cat", "dog"]).num_examples("train") == 4
     named.write_text(named.read_text().replace(",dog", ",dgo", 1))
     with pytest.raises(DslError, match=r"line \d: unknown label 'dgo'; expected one of inputter.classes \(cat, dog\) "
-                                       r"or a class index$"):
+                                       r"or a class index; did you mean 'dog'\?$"):
         build("image_classification_csv", train=str(named), num_classes=2, classes=["cat", "dog"])
 
 

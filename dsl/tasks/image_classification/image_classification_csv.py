@@ -33,6 +33,7 @@ from dsl.inputters.common import (
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
+from dsl.language.suggest import did_you_mean
 from dsl.tasks.image_classification._host_files import csv_images
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -161,7 +162,8 @@ def _row_label(row: list[str], num_classes: int, classes: list[str] | None, firs
         hint = " (set inputter.header: true if this row is a header)" if first else ""
         if classes:
             shown = ", ".join(classes[:12]) + (", ..." if len(classes) > 12 else "")
-            return f"unknown label {text!r}; expected one of inputter.classes ({shown}) or a class index{hint}"
+            return (f"unknown label {text!r}; expected one of inputter.classes ({shown}) or a class index"
+                    f"{did_you_mean(text, classes)}{hint}")
         return (f"label {text!r} is not an integer; labels are class indices 0..{num_classes - 1}, or class names "
                 f"when inputter.classes lists them{hint}")
     label = int(text)

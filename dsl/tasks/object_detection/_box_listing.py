@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dsl.inputters.common import data_rows
+from dsl.language.suggest import did_you_mean
 
 BOX_COLUMNS = ("image_path", "x_min", "y_min", "x_max", "y_max", "label")
 
@@ -64,7 +65,7 @@ def class_index(label: str, classes: list[str] | None, num_classes: int) -> int 
         index = int(text)
     except ValueError:
         known = f"one of {', '.join(classes)}" if classes else "a class index (or set inputter.classes to use names)"
-        return f"unknown label {text!r}; expected {known}"
+        return f"unknown label {text!r}; expected {known}{did_you_mean(text, classes or [])}"
     if not 0 <= index < num_classes:
         return f"label {index} is outside 0..{num_classes - 1}; fix the row or inputter.num_classes"
     return index
