@@ -73,6 +73,10 @@ def test_head_only_fine_tune_resets_the_head_and_its_val_loss_is_what_eval_repor
     pipeline = finetune(setup, "head_only", f"{{type: init_checkpoint, path: {setup['base_run']}, trainable: [head]}}")
     result = dslrun(str(pipeline))
     assert "init_checkpoint: restored 12 variables by name from" in result.stdout, result.stdout
+    origin = json.loads((setup["root"] / "head_only" / "init_checkpoint.json").read_text())  # trial B9: which weights?
+    newest = max((setup["base_run"] / "checkpoints").glob("ckpt-*.index"), key=lambda p: int(p.stem.split("-")[1]))
+    assert origin["path"] == str(setup["base_run"]) and origin["checkpoint"] == str(newest.with_suffix("").resolve())
+    assert origin["restored"] == 12 and len(origin["sha256"]) == 64
     assert "head reset (logits is (8, 3) in the model, (8, 4) in the file: another number of classes)" in result.stdout
     assert "froze 5 layers; 2 variables stay trainable" in result.stdout
     assert "keeps its random values" not in result.stderr

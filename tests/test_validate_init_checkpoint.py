@@ -228,3 +228,15 @@ def test_eval_refuses_a_checkpoint_trained_on_other_classes(tmp_path: Path) -> N
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert f"dslrun: error: --checkpoint {prefix}: it was trained by {tmp_path / 'base'} on other classes (zero, " \
                "one, two), not this pipeline's (five, six, seven)" in result.stderr, result.stderr
+
+
+def test_a_checkpoint_of_another_network_type_is_a_warning_at_plain_validate(tmp_path: Path) -> None:
+    """Trial B9: plain validate took an MLP run's checkpoint for a ResNet without a word."""
+    prefix = _run_trained_on(tmp_path / "mlp04", ["five", "six", "seven"])
+    (tmp_path / "mlp04" / "pipeline.yaml").write_text("inputter: {classes: [five, six, seven]}\nnetwork: {type: simple_cnn}\n")
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
+    code = f"import sys; from dsl.cli import main; main(['validate', {str(tmp_path / 'p.yaml')!r}])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f":15:11: warning: callbacks[0].path: {tmp_path / 'mlp04'} trained a simple_cnn network, this pipeline " \
+           "builds a mlp: their variables will not match by name" in result.stdout, result.stdout

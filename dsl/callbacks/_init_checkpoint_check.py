@@ -49,8 +49,23 @@ def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[
             if problem is not None:
                 found.append(Diagnostic.at(sources.locate(where), where, problem, severity))
             else:
-                found += _old_head(callback, pipeline, where, sources)
+                found += _old_head(callback, pipeline, where, sources) + _other_network(callback, pipeline, where, sources)
     return found
+
+
+def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
+    """A warning when the checkpoint's run used another network type: its variables will not match by
+    name (trial B9: plain validate said nothing; --build listed 105 missing names)."""
+    from dsl.engine.checkpoint_paths import run_of, trained_section
+
+    ours = (pipeline.get("network") or {}).get("type")
+    run = run_of(callback["path"])
+    theirs = (trained_section(run, "network") or {}).get("type") if run is not None else None
+    if not isinstance(theirs, str) or not isinstance(ours, str) or theirs == ours:
+        return []
+    return [Diagnostic.at(sources.locate(where), where, (
+        f"{run} trained a {theirs} network, this pipeline builds a {ours}: their variables will not match by name "
+        "(the run stops at its start; `validate --build` checks it); give a checkpoint of the same network"), "warning")]
 
 
 def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from dsl.language.errors import DslError
 
@@ -44,15 +45,21 @@ def run_of(checkpoint: str) -> Path | None:
     return None
 
 
-def trained_classes(run: Path) -> list[str] | None:
-    """The class names the run in `run` declared (its pipeline.yaml's inputter.classes), if any."""
+def trained_section(run: Path, section: str) -> dict[str, Any] | None:
+    """A section of the pipeline the run in `run` used (its pipeline.yaml), if readable."""
     import yaml
 
     try:
         stored = yaml.safe_load((run / "pipeline.yaml").read_text(encoding="utf-8"))
-        classes = stored["inputter"].get("classes")
-    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        found = stored[section]
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
         return None
+    return found if isinstance(found, dict) else None
+
+
+def trained_classes(run: Path) -> list[str] | None:
+    """The class names the run in `run` declared (its pipeline.yaml's inputter.classes), if any."""
+    classes = (trained_section(run, "inputter") or {}).get("classes")
     return [str(name) for name in classes] if isinstance(classes, list) else None
 
 

@@ -6,6 +6,8 @@ Layout of `runner.model_dir`:
     tensorboard/<mode>/    TensorBoard event files
     metrics.jsonl|csv      one record per finished phase (and what callbacks log)
     confusion_matrix_<mode>.png   a classifier's latest matrix of val (or eval --mode test) data
+    init_checkpoint.json   the checkpoint an init_checkpoint callback started the run from (its
+                           resolved file and digest: `path:` may name a run that trains on)
     .metrics.lock          taken while a record is written: the trainer and an `eval --watch`
                            process write the same metrics file
 """
