@@ -214,22 +214,6 @@ class InitCheckpoint(Callback):
             _record_origin(runner.model_dir, self.params["path"], path, plan)
 
 
-def _record_origin(model_dir: Any, given: str, path: str, plan: Any) -> None:
-    """`init_checkpoint.json` in the run directory: the very file the run started from (`path:`
-    names a run directory, whose newest checkpoint changes when that run trains on), with a digest
-    of its index, so the fine-tuned run says which weights it began with."""
-    import hashlib
-    import json
-    from pathlib import Path
-
-    from dsl.engine.rundir import atomic_write_text
-
-    index = Path(f"{path}.index") if not path.endswith(".h5") else Path(path)
-    digest = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
-    record = {"path": given, "checkpoint": str(Path(path).resolve()), "sha256": digest,
-              "restored": len(plan.assignments), "head_reset": list(plan.head_reset), "skipped": list(plan.skipped)}
-    atomic_write_text(Path(model_dir) / "init_checkpoint.json", json.dumps(record, indent=1) + "\n")
-
     def _freeze(self, runner: Any) -> None:
         from dsl.callbacks._freeze import freeze_unmatched
         from dsl.callbacks._restore_plan import selectors
@@ -275,3 +259,20 @@ def plan_at_start(model: Any, params: dict[str, Any]) -> tuple[dict[str, str], s
     if params.get("freeze_batch_norm"):
         freeze_batch_norm(model)
     return origins, note
+
+
+def _record_origin(model_dir: Any, given: str, path: str, plan: Any) -> None:
+    """`init_checkpoint.json` in the run directory: the very file the run started from (`path:`
+    names a run directory, whose newest checkpoint changes when that run trains on), with a digest
+    of its index, so the fine-tuned run says which weights it began with."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from dsl.engine.rundir import atomic_write_text
+
+    index = Path(f"{path}.index") if not path.endswith(".h5") else Path(path)
+    digest = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
+    record = {"path": given, "checkpoint": str(Path(path).resolve()), "sha256": digest,
+              "restored": len(plan.assignments), "head_reset": list(plan.head_reset), "skipped": list(plan.skipped)}
+    atomic_write_text(Path(model_dir) / "init_checkpoint.json", json.dumps(record, indent=1) + "\n")
