@@ -140,3 +140,27 @@ def test_a_run_without_a_checkpoint_callback_says_at_its_end_that_nothing_was_ke
     last = result.output.strip().splitlines()[-1]
     assert last == ("dslrun: warning: no checkpoint callback: the trained weights were not kept (eval, predict and "
                     "export need them); add {type: checkpoint} to callbacks"), result.output
+
+
+def test_merge_tag_changes_an_inherited_component_by_its_type(tmp_path: Path) -> None:
+    """Trial B9: a head-only variant of a fine-tuning pipeline had to copy all six callbacks to change
+    one key of its init_checkpoint. `!merge` merges each item into the base's item of its type and
+    adds the others; a mistake in a merged key is located in the variant; a type the base lists
+    twice is an error (which one is meant cannot be told)."""
+    files(tmp_path, "callbacks:\n  - {type: checkpoint, every_n_epochs: 2}\n  - type: progress\n")
+    variant = tmp_path / "variant.yaml"
+    variant.write_text("extends: child.yaml\ncallbacks: !merge\n  - {type: checkpoint, max_to_keep: 7}\n"
+                       "  - {type: early_stopping, monitor: train/loss}\n", encoding="utf-8")
+    code, shown = cli("show", str(variant))
+    assert code == 0, shown
+    callbacks = yaml.safe_load(shown)["callbacks"]
+    assert [c["type"] for c in callbacks] == ["checkpoint", "progress", "early_stopping"]
+    assert callbacks[0]["every_n_epochs"] == 2 and callbacks[0]["max_to_keep"] == 7  # the base's key and the variant's
+    variant.write_text(variant.read_text(encoding="utf-8").replace("max_to_keep: 7", "max_to_keep: -7"), encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 1 and output.startswith(f"{variant}:3:37: error: callbacks[0].max_to_keep: "), output
+    files(tmp_path, "callbacks:\n  - {type: checkpoint, every_n_epochs: 2}\n  - {type: checkpoint, every_n_epochs: 3}\n")
+    variant.write_text("extends: child.yaml\ncallbacks: !merge\n  - {type: checkpoint, max_to_keep: 7}\n", encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 1 and f"{variant}:3:5: error: callbacks[0]: !merge cannot tell which of the base's 2 checkpoint " \
+                         f"items this changes (the first at {tmp_path / 'child.yaml'}:5)" in output, output

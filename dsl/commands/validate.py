@@ -139,7 +139,12 @@ def command(
                              (world_size, link, step_time) if link is not None else None)
         reports.append((name, diagnostics))
     _emit(reports, output_format, summaries if with_data or link is not None else None)
-    sys.exit(1 if any(_errors(d) for _, d in reports) else 0)
+    failed = any(_errors(d) for _, d in reports)
+    if not with_data and not failed and output_format == "text" and len(reports) == 1:
+        # A trial took "0 errors" for its data too: a missing file or an unknown label is found by --data.
+        click.echo(f"(the data was not read: dslrun validate --data {reports[0][0]} checks its files, labels and "
+                   "classes too)", err=True)
+    sys.exit(1 if failed else 0)
 
 
 def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summaries: dict[str, list[Any]],

@@ -73,7 +73,9 @@ def _restore_model_only(runner: Restorable, path: str, option: str, weights_only
     runner.backend.broadcast(list(runner.model.variables))
     record = best_record(path) or {}
     if "step" in record:
-        detail = f"step {record['step']}, best {record.get('monitor')} {record.get('value')}"
+        value = record.get("value")
+        shown = f"{value:.4f}" if isinstance(value, float) else value  # as the phase lines print it
+        detail = f"step {record['step']}, best {record.get('monitor')} {shown}"
     else:
         detail = "step unknown: no best.json beside it describes it"
     runner.notice(f"using checkpoint {path} ({detail})")

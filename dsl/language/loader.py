@@ -79,6 +79,7 @@ class Document:
 
 REPLACE_TAG = "!replace"
 APPEND_TAG = "!append"
+MERGE_TAG = "!merge"
 
 
 class Replace(dict):  # type: ignore[type-arg]
@@ -89,6 +90,12 @@ class Replace(dict):  # type: ignore[type-arg]
 class ReplaceList(list):  # type: ignore[type-arg]
     """A list tagged `!replace`: it replaces the base's list as a plain list does, and says it is
     meant to, so `extends` does not warn about the base's components it drops."""
+
+
+class MergeList(list):  # type: ignore[type-arg]
+    """A list of components tagged `!merge`: `extends` merges each item into the base's item of the
+    same `type` (its keys over the base's) and adds the others after the base's list, so a variant
+    changes one inherited callback without copying the list. It never outlives the merge."""
 
 
 class Append(list):  # type: ignore[type-arg]
@@ -369,23 +376,25 @@ class _Builder:
             return node.value
 
     def _bad_tag(self, node: Node, path: JsonPath) -> None:
-        if node.tag in (REPLACE_TAG, APPEND_TAG):
-            wanted = "a mapping or a list (it replaces the base's whole)" if node.tag == REPLACE_TAG else \
-                "a list (its items go after the base's)"
+        if node.tag in (REPLACE_TAG, APPEND_TAG, MERGE_TAG):
+            wanted = {REPLACE_TAG: "a mapping or a list (it replaces the base's whole)",
+                      APPEND_TAG: "a list (its items go after the base's)",
+                      MERGE_TAG: "a list of components (each merges into the base's item of its type)"}[node.tag]
             self.error(node, path, f"the tag {node.tag} applies to {wanted}, not to {_node_kind(node)}")
             return
         self.error(
             node,
             path,
             f"the tag {_tag_name(node.tag)} is not allowed; pipelines use plain YAML "
-            "(strings, numbers, booleans, null, lists and mappings), and `extends` the tags !replace and !append",
+            "(strings, numbers, booleans, null, lists and mappings), and `extends` the tags !replace, !append and !merge",
         )
 
     def _sequence(self, node: SequenceNode, path: JsonPath, depth: int) -> list[Any] | None:
-        if node.tag not in (_CORE + "seq", APPEND_TAG, REPLACE_TAG):
+        if node.tag not in (_CORE + "seq", APPEND_TAG, REPLACE_TAG, MERGE_TAG):
             self._bad_tag(node, path)
             return None
-        items: list[Any] = Append() if node.tag == APPEND_TAG else ReplaceList() if node.tag == REPLACE_TAG else []
+        kinds: dict[str, type[list[Any]]] = {APPEND_TAG: Append, REPLACE_TAG: ReplaceList, MERGE_TAG: MergeList}
+        items: list[Any] = kinds.get(str(node.tag), list)()
         for index, child in enumerate(node.value):
             child_path = path + (index,)
             self.sources.set(child_path, Origin(self.loc(child.start_mark)))

@@ -8,6 +8,8 @@ The order is fixed and documented:
    A mapping replaces the base's whole, instead, when it names another `type:` than the
    base's (`network: {type: embedding_bag}` over a text_cnn keeps none of its keys) or is
    tagged `!replace` (`optimizer: !replace {type: adam}` keeps no base key, type or not).
+   A list tagged `!append` goes after the base's; one tagged `!merge` merges each component
+   into the base's item of its `type` and adds the others.
    The `extends` key itself is removed. Extends paths are taken literally (no `${...}`).
 2. `${NAME}` and `${NAME:-default}` are replaced in string values of the merged tree
    (so a value a later file overrides never needs its variables). `$${` writes a literal
@@ -34,7 +36,7 @@ from typing import Any
 
 from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
-from dsl.language.loader import Append, LoadError, Replace, ReplaceList, load_file, parse_text
+from dsl.language.loader import Append, LoadError, MergeList, Replace, ReplaceList, load_file, parse_text
 from dsl.language.secrets import is_secret, remember
 from dsl.language.suggest import did_you_mean
 
@@ -129,11 +131,11 @@ def _load_extending(
             base[0].pop(own, None)
             base[1].remove_under((own,))
         if merged is not None:
-            diagnostics.extend(dropped_components(merged, base[:2]))
+            diagnostics.extend(dropped_components(merged, base[:2]) + merge_problems(merged, base[:2]))
         merged = base[:2] if merged is None else merge(merged, base[:2])
     sources.remove_under(("extends",))
     if merged is not None:
-        diagnostics.extend(dropped_components(merged, (value, sources)))
+        diagnostics.extend(dropped_components(merged, (value, sources)) + merge_problems(merged, (value, sources)))
     value, sources = (value, sources) if merged is None else merge(merged, (value, sources))
     return value, sources, complete
 
@@ -177,37 +179,89 @@ def _merge_values(base: Any, over: Any) -> Any:
         return out
     if isinstance(over, Append):  # its items after the base's (a base without a list: they are the list)
         return [*base, *over] if isinstance(base, list) else list(over)
+    if isinstance(over, MergeList) and isinstance(base, list):
+        items = list(base)
+        for index, item in zip(_placed(base, over), over):
+            if index < len(base):
+                items[index] = _merge_values(base[index], item)
+            else:
+                items.append(item)
+        return items
     return over
 
 
-def _appended(base: Any, over: Any, path: JsonPath = ()) -> dict[JsonPath, int]:
-    """Each `!append` list of `over` that lands after a base list: its path -> the base's length."""
+def _same_type(base: list[Any], item: Any) -> list[int]:
+    """The indices of the base items of `item`'s component type."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    return [i for i, b in enumerate(base) if kind is not None and isinstance(b, dict) and b.get("type") == kind]
+
+
+def _placed(base: list[Any], over: list[Any]) -> list[int]:
+    """Where each item of a `!merge` list lands: on the one base item of its type, else after the base's."""
+    places, added = [], len(base)
+    for item in over:
+        matches = _same_type(base, item)
+        if len(matches) == 1:
+            places.append(matches[0])
+        else:
+            places.append(added)
+            added += 1
+    return places
+
+
+def _moved(base: Any, over: Any, path: JsonPath = ()) -> dict[JsonPath, list[int]]:
+    """Each `!append` or `!merge` list of `over` over a base list: its path -> each item's index in the merged list."""
     if isinstance(over, Append):
-        return {path: len(base)} if isinstance(base, list) else {}
+        return {path: [len(base) + i for i in range(len(over))]} if isinstance(base, list) else {}
+    if isinstance(over, MergeList):
+        return {path: _placed(base, over)} if isinstance(base, list) else {}
     if isinstance(base, dict) and isinstance(over, dict) and not replaces(base, over):
-        found: dict[JsonPath, int] = {}
+        found: dict[JsonPath, list[int]] = {}
         for key, item in over.items():
             if key in base:
-                found.update(_appended(base[key], item, path + (key,)))
+                found.update(_moved(base[key], item, path + (key,)))
         return found
     return {}
 
 
 def _after_base_items(base: Any, over: Any, sources: SourceMap) -> SourceMap:
-    """`over`'s positions with each appended item moved to its index in the merged list."""
-    shifts = _appended(base, over)
+    """`over`'s positions with each appended or merged item moved to its index in the merged list."""
+    shifts = _moved(base, over)
     if not shifts:
         return sources
     moved = SourceMap(root=sources.root)
     for path, origin in sources.entries.items():
-        for at, offset in shifts.items():
+        for at, places in shifts.items():
             if len(path) > len(at) and path[:len(at)] == at and isinstance(path[len(at)], int):
                 index = path[len(at)]
                 assert isinstance(index, int)
-                path = (*at, index + offset, *path[len(at) + 1:])
+                path = (*at, places[index], *path[len(at) + 1:])
                 break
         moved.set(path, origin)
     return moved
+
+
+def merge_problems(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], SourceMap]) -> list[Diagnostic]:
+    """An error at each `!merge` item whose type the base lists several times: which one it changes
+    cannot be told (list that callback whole under `!replace`)."""
+    found: list[Diagnostic] = []
+
+    def walk(b: Any, o: Any, path: JsonPath) -> None:
+        if isinstance(b, dict) and isinstance(o, dict) and not replaces(b, o):
+            for key, item in o.items():
+                if key in b:
+                    walk(b[key], item, path + (key,))
+        elif isinstance(o, MergeList) and isinstance(b, list):
+            for index, item in enumerate(o):
+                matches = _same_type(b, item)
+                if len(matches) > 1:
+                    where = base[1].locate(path + (matches[0],))
+                    found.append(Diagnostic.at(over[1].locate(path + (index,)), path + (index,), (
+                        f"!merge cannot tell which of the base's {len(matches)} {item['type']} items this changes "
+                        f"(the first at {where.file}:{where.line}); list them whole under `!replace`")))
+
+    walk(base[0], over[0], ())
+    return found
 
 
 def dropped_components(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], SourceMap]) -> list[Diagnostic]:
@@ -226,7 +280,7 @@ def _find_dropped(base: Any, over: Any, path: JsonPath, base_sources: SourceMap,
             if key in base:
                 _find_dropped(base[key], item, path + (key,), base_sources, sources, found)
         return
-    if not isinstance(base, list) or not isinstance(over, list) or isinstance(over, (Append, ReplaceList)):
+    if not isinstance(base, list) or not isinstance(over, list) or isinstance(over, (Append, ReplaceList, MergeList)):
         return
     kept = {item.get("type") for item in over if isinstance(item, dict)}
     dropped = [(index, item["type"]) for index, item in enumerate(base)

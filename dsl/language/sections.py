@@ -271,8 +271,9 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
         "description": (
             "Base pipeline file(s), relative to this file. Mappings are deep-merged (this file "
             "wins); lists and scalars are replaced whole, and so is a mapping with another `type:` "
-            "than the base's or tagged `!replace`; a list tagged `!append` goes after the base's, and "
-            "one tagged `!replace` drops the base's components without a warning."
+            "than the base's or tagged `!replace`; a list tagged `!append` goes after the base's, one "
+            "tagged `!merge` merges each component into the base's item of its type, and one tagged "
+            "`!replace` drops the base's components without a warning."
         ),
         "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
     },
