@@ -196,19 +196,25 @@ NAMED = PIPELINE.replace("  type: synthetic\n  image_shape: [8, 8, 3]\n", "  typ
                          "new/train.csv\n  val: new/eval.csv\n  image_shape: [8, 8, 3]\n  num_classes: 3\n  classes: [five, six, seven]\n")
 
 
+def validate_without_tensorflow(pipeline: Path) -> subprocess.CompletedProcess[str]:
+    """Plain `dslrun validate` in a process that never imports TensorFlow (the checkpoint's index,
+    left empty here, is then not opened), as a user's validate runs."""
+    code = f"import sys; from dsl.cli import main; main(['validate', {str(pipeline)!r}])"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
 def test_a_head_restored_from_a_run_of_other_classes_is_a_warning(tmp_path: Path) -> None:
     """Trial B8: digits 5-9 fine-tuned from a digits 0-4 run restored its classifier (as many classes)
     with only "restored 107 variables" said. Plain validate reads the base run's pipeline.yaml."""
     prefix = _run_trained_on(tmp_path / "base", ["zero", "one", "two"])
     (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
-    code = f"import sys; from dsl.cli import main; main(['validate', {str(tmp_path / 'p.yaml')!r}])"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f":15:11: warning: callbacks[0].path: {tmp_path / 'base'} was trained on other classes (zero, one, two), " \
            "as many as this pipeline's, so its head (classifier) is restored" in result.stdout, result.stdout
     assert "set reset_head: true for a new task" in result.stdout
     (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[head]"))  # the head skipped: nothing to say
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
     assert result.returncode == 0 and "warning" not in result.stdout, result.stdout
 
 
@@ -235,8 +241,7 @@ def test_a_checkpoint_of_another_network_type_is_a_warning_at_plain_validate(tmp
     prefix = _run_trained_on(tmp_path / "mlp04", ["five", "six", "seven"])
     (tmp_path / "mlp04" / "pipeline.yaml").write_text("inputter: {classes: [five, six, seven]}\nnetwork: {type: simple_cnn}\n")
     (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
-    code = f"import sys; from dsl.cli import main; main(['validate', {str(tmp_path / 'p.yaml')!r}])"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f":15:11: warning: callbacks[0].path: {tmp_path / 'mlp04'} trained a simple_cnn network, this pipeline " \
            "builds a mlp: their variables will not match by name" in result.stdout, result.stdout
