@@ -72,10 +72,10 @@ def restored_runner(pipeline: Pipeline, checkpoint: str | None) -> Runner:
     """
     if checkpoint == BEST:
         checkpoint = best_model_dir(Path(pipeline.runner.model_dir))
-    elif checkpoint is not None:
+    elif checkpoint is not None and Path(pipeline.runner.model_dir).resolve() not in Path(checkpoint).resolve().parents:
         from dsl.engine.checkpoint_paths import other_task
 
-        classes = pipeline.inputter.arguments().get("classes") or []
+        classes = pipeline.inputter.arguments().get("classes") or []  # another run's: its classes were its task's
         problem = other_task(checkpoint, classes)
         if problem:
             raise DslError(f"--checkpoint {checkpoint}: {problem}, not this pipeline's ({', '.join(classes[:10])}"
