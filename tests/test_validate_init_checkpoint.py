@@ -117,7 +117,7 @@ from dsl.cli import main
 
 tf.keras.utils.set_random_seed(0)
 inputs = tf.keras.Input((8, 8, 3))
-outputs = tf.keras.layers.Dense(5, name="other_head")(tf.keras.layers.Flatten()(inputs))
+outputs = tf.keras.layers.Dense(5, name=sys.argv[3] if len(sys.argv) > 3 else "other_head")(tf.keras.layers.Flatten()(inputs))
 model = tf.keras.Model(inputs, outputs)
 tf.train.CheckpointManager(tf.train.Checkpoint(model=model), sys.argv[1], max_to_keep=1).save(1)
 main(["validate", "--build", sys.argv[2]])
@@ -137,6 +137,13 @@ def test_validate_build_matches_the_checkpoint_with_the_built_network(tmp_path: 
     assert result.returncode == 1, result.stdout + result.stderr
     assert len(errors) == 1 and errors[0].startswith(f"{pipeline}:11:11: error: callbacks[0].path: "), errors
     assert "init_checkpoint" in errors[0] and "Traceback" not in result.stderr
+    # A skip pattern that matches nothing is located at the skip entry (trial B9: it was at path:).
+    pipeline.write_text(PIPELINE.format(path=tmp_path / "other2", skip="['^nothing/']"))
+    result = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(tmp_path / "other2"), str(pipeline), "hidden_1"],
+                            capture_output=True, text=True, timeout=300)  # a file that shares a layer's name
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert any(line.startswith(f"{pipeline}:12:11: error: callbacks[0].skip: init_checkpoint.skip: ['^nothing/'] match "
+                               "no variable") for line in errors), errors
 
 
 BASE = """\

@@ -222,7 +222,9 @@ def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any
         try:
             check_restore(model, callback)
         except DslError as exc:
-            found.append(Diagnostic.at(sources.locate(where), where, str(exc)))
+            # A skip pattern that matches nothing is the skip entry's mistake, not the path's (trial B9).
+            at_key: JsonPath = ("callbacks", index, "skip") if str(exc).startswith("init_checkpoint.skip:") else where
+            found.append(Diagnostic.at(sources.locate(at_key), at_key, str(exc)))
         problem = trainable_problem(model, callback)
         if problem:
             at: JsonPath = ("callbacks", index, "trainable")
