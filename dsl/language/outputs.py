@@ -11,6 +11,7 @@ Pure Python: `dslrun validate` runs this.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -139,7 +140,7 @@ def _problem(read: Read, outputs: dict[str, list[str]], workflow: list[str], sou
     if read.output in outputs.get(read.phase, []):
         return "", ""
     available = sorted(f"{read.phase}/{name}" for name in outputs.get(read.phase, []))
-    suggestion = closest(read.name, available)
+    suggestion = _by_class_index(read.output, read.phase, outputs.get(read.phase, [])) or closest(read.name, available)
     hint = f"; did you mean {suggestion!r}?" if suggestion else ";"
     subject = "" if read.written else f"{read.reader} reads {read.name}, but "
     return (
@@ -165,3 +166,14 @@ def check_output_name(pipeline: dict[str, Any], name: str, path: JsonPath, sourc
     workflow = [phase[0] for phase in pipeline.get("runner", {}).get("workflow") or []]
     problem, severity = _problem(Read(path, name, format_path(path), True), outputs, workflow, sources)
     return Diagnostic.at(sources.locate(path), path, problem, severity) if problem else None
+
+
+def _by_class_index(output: str, phase: str, declared: list[str]) -> str | None:
+    """`val/ap_three` for `ap_3` when the per-class outputs are named after the classes (declared in
+    class order): a trial was offered `val/map` for its `val/ap_8`."""
+    match = re.fullmatch(r"(\w+?)_(\d+)", output)
+    if match is None:
+        return None
+    per_class = [name for name in declared if name.startswith(f"{match.group(1)}_")]
+    index = int(match.group(2))
+    return f"{phase}/{per_class[index]}" if index < len(per_class) else None
