@@ -150,6 +150,7 @@ class InitCheckpoint(Callback):
             _compile(self.trainable_entries, "init_checkpoint.trainable")
 
     def before_run(self, runner: Any) -> None:
+        self._origin: tuple[str, Any] | None = None
         if runner.resumed:
             runner.print("init_checkpoint: resumed from the run directory, pretrained weights not loaded")
         else:
@@ -162,6 +163,8 @@ class InitCheckpoint(Callback):
         if self.params.get("freeze_batch_norm"):
             self._freeze_batch_norm(runner)
         self._scale_backbone(runner)
+        if self._origin is not None and runner.placement.is_chief:  # the start is accepted: record it
+            _record_origin(runner.model_dir, self.params["path"], *self._origin)
 
     def before_train_iter(self, runner: Any) -> None:
         """The second phase of a two-phase fine-tuning starts at its data epoch."""
@@ -210,8 +213,7 @@ class InitCheckpoint(Callback):
         for line in plan.warnings():
             runner.notice(f"warning: {line}")
         self._head_reset = list(plan.head_reset)
-        if runner.placement.is_chief:
-            _record_origin(runner.model_dir, self.params["path"], path, plan)
+        self._origin = (path, plan)
 
 
     def _freeze(self, runner: Any) -> None:
