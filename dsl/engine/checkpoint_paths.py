@@ -7,6 +7,7 @@ path should fail at once, not after the ten seconds TensorFlow's import takes.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,24 @@ def run_of(checkpoint: str) -> Path | None:
 
 def trained_section(run: Path, section: str) -> dict[str, Any] | None:
     """A section of the pipeline the run in `run` used (its pipeline.yaml), if readable."""
+    path = run / "pipeline.yaml"
+    try:
+        stored = _stored_pipeline(str(path), path.stat().st_mtime_ns)
+    except OSError:
+        return None
+    found = stored.get(section) if isinstance(stored, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _stored_pipeline(path: str, mtime_ns: int) -> Any:
+    """A run's pipeline.yaml, parsed once per version: validate's checks of one callback each ask it."""
     import yaml
 
     try:
-        stored = yaml.safe_load((run / "pipeline.yaml").read_text(encoding="utf-8"))
-        found = stored[section]
-    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
         return None
-    return found if isinstance(found, dict) else None
 
 
 def trained_classes(run: Path) -> list[str] | None:
