@@ -69,8 +69,18 @@ def under_mpi_launcher(environ: Any = None) -> bool:
 
 
 def whole_lines() -> None:
-    """Under an MPI launcher, make sys.stdout and sys.stderr write whole lines (see the module doc)."""
+    """Under an MPI launcher, make sys.stdout and sys.stderr write whole lines (see the module doc).
+
+    Elsewhere, stdout is made line-buffered: piped (`dslrun run p.yaml | tee log`), Python buffers
+    it by blocks while stderr goes out at once, and a warning then stood pages before the
+    progress lines it came between."""
     if not under_mpi_launcher():
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(line_buffering=True)
+            except (OSError, ValueError, io.UnsupportedOperation):
+                pass  # not a real text file (a test's capture): leave it
         return
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
