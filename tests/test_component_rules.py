@@ -43,6 +43,22 @@ modeler: {type: text_classification}
 runner: {max_epochs: 1}
 """
 
+IMAGES = """\
+version: 1
+name: images
+inputter:
+  type: image_classification_csv
+  train: train.csv
+  val: eval.csv
+  num_classes: 3
+  classes: [cat, dog, fox]
+  image_shape: [16, 16, 3]
+  batch_size: 8
+network: {type: mlp}
+modeler: {type: image_classification}
+runner: {max_epochs: 1}
+"""
+
 
 def validate(tmp_path: Path, parent: str, child: str) -> tuple[int, list[str]]:
     (tmp_path / "parent.yaml").write_text(parent, encoding="utf-8")
@@ -54,11 +70,14 @@ def validate(tmp_path: Path, parent: str, child: str) -> tuple[int, list[str]]:
 def test_the_shipped_shapes_are_valid(tmp_path: Path) -> None:
     assert validate(tmp_path, SEGMENTATION, "")[0] == 0
     assert validate(tmp_path, TEXT, "")[0] == 0
+    assert validate(tmp_path, IMAGES, "")[0] == 0
 
 
 @pytest.mark.parametrize(("parent", "child", "at", "names", "words"), [
     (TEXT, "inputter: {num_classes: 4}\n", "parent.yaml:8:inputter.classes:", "child.yaml:4",
      "3 class names for 4 classes"),
+    (IMAGES, "inputter: {classes: [cat, dog]}\n", "child.yaml:4:inputter.classes:", "parent.yaml:7",
+     "2 class names for 3 classes"),
     (SEGMENTATION, "inputter: {class_names: [a, b]}\n", "child.yaml:4:inputter.class_names:", "parent.yaml:7",
      "set inputter.num_classes: 2"),
     (SEGMENTATION, "modeler: {class_weights: [1, 2, 3]}\n", "child.yaml:4:modeler.class_weights:",
@@ -92,3 +111,21 @@ def test_a_broken_rule_names_both_lines_and_the_fix(tmp_path: Path, parent: str,
     file, line, path = at.split(":", 2)  # "child.yaml", "4", "network.type:"
     assert f"{file}:{line}:" in errors[0] and f"error: {path}" in errors[0], errors[0]
     assert names in errors[0] and words in errors[0], errors[0]
+
+
+@pytest.mark.parametrize("parent", [TEXT, IMAGES])
+def test_num_classes_left_out_is_the_number_of_classes_listed(tmp_path: Path, parent: str) -> None:
+    """`classes` says how many there are: num_classes may be left out (trial B9 had to write both)."""
+    (tmp_path / "p.yaml").write_text(parent.replace("  num_classes: 3\n", ""), encoding="utf-8")
+    result = CliRunner().invoke(main, ["show", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "  num_classes: 3\n" in result.output
+
+
+def test_num_classes_is_required_when_no_classes_are_listed(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(IMAGES.replace("  num_classes: 3\n", "").replace("  classes: [cat, dog, fox]\n", ""),
+                                     encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "p.yaml:3:1: error: inputter.num_classes: missing required key `num_classes`" in result.output
+    assert "Required unless `classes` lists them" in result.output

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dsl.language.registry import COUNTED
 from dsl.language.schema import item_schema, object_schema, pipeline_schema
 
 
@@ -32,6 +33,8 @@ def _fill(value: Any, schema: dict[str, Any] | bool | None) -> Any:
                 out[key] = _fill(value[key], prop)
             elif isinstance(prop, dict) and "default" in prop:
                 out[key] = _fill(copy.deepcopy(prop["default"]), prop)
+            elif key in COUNTED and isinstance(value.get(COUNTED[key]), list):
+                out[key] = len(value[COUNTED[key]])
         for key, item in value.items():  # keys the schema does not name (free-form mappings)
             if key not in out:
                 out[key] = copy.deepcopy(item)

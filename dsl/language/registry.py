@@ -31,6 +31,10 @@ from typing import Any
 
 from dsl.language.errors import RegistryError
 
+# A count that, left out, is the length of the list it counts: `num_classes` of a section that
+# names its `classes` (its schema asks for one of the two; defaults.py fills it in).
+COUNTED = {"num_classes": "classes"}
+
 # The JSON Schema `format` of a parameter whose value names a phase output, `<phase>/<output>`.
 PHASE_OUTPUT_FORMAT = "phase-output"
 
@@ -104,13 +108,21 @@ class Component:
             "type": {"const": self.type, "description": f"Component type: {self.description}"}
         }
         props.update(self.params)
+        counted = [key for key, listed in COUNTED.items() if key in self.required and listed in self.params]
         schema: dict[str, Any] = {
             "type": "object",
             "description": self.description,
             "properties": props,
-            "required": ["type", *self.required],
+            "required": ["type", *(key for key in self.required if key not in counted)],
             "additionalProperties": False,
         }
+        for key in counted:  # required unless the list it counts is given (then it is that list's length)
+            listed = COUNTED[key]
+            description = f"{props[key].get('description', key)} Required unless `{listed}` lists them."
+            schema["if"] = {"properties": {listed: {"type": "array"}}, "required": [listed]}
+            schema["else"] = {"required": [key], "properties": {key: {"description": description}}}
+            props[key] = {**props[key], "description": f"{props[key].get('description', key)} "
+                                                       f"Left out: the length of `{listed}`."}
         schema.update(self.extra)
         return schema
 

@@ -33,6 +33,7 @@ from dsl.inputters.common import (
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
+from dsl.language.rules import one_per_class
 from dsl.language.suggest import did_you_mean
 from dsl.tasks.image_classification._host_files import csv_images
 
@@ -79,6 +80,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     required=("num_classes",),
     outputs=skipped_outputs,
     examples=examples,
+    rules=[one_per_class("classes", "class names", "inputter")],
     description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
     batch=("image", "class"),
     host_files=csv_images,
