@@ -112,9 +112,9 @@ def test_a_plain_list_that_drops_a_bases_component_is_a_located_warning(tmp_path
     variant.write_text("extends: child.yaml\ncallbacks:\n  - type: checkpoint\n  - type: progress\n", encoding="utf-8")
     code, output = cli("validate", str(variant))
     assert code == 0, output
-    assert f"{variant}:2:1: warning: callbacks: this list replaces the base's whole and drops its early_stopping " \
-           f"({tmp_path / 'child.yaml'}:6)" in output, output
-    assert "write `callbacks: !append [...]` to add to the base's list, or `callbacks: !replace [...]`" in output
+    assert f"{variant}:2:1: warning: callbacks: this list replaces the whole `callbacks` list inherited from " \
+           f"child.yaml and drops its early_stopping ({tmp_path / 'child.yaml'}:6)" in output, output
+    assert "write `callbacks: !append [...]` to add to the inherited list, or `callbacks: !replace [...]`" in output
     variant.write_text("extends: child.yaml\ncallbacks: !replace\n  - type: checkpoint\n", encoding="utf-8")
     code, output = cli("validate", str(variant))
     assert code == 0 and "warning" not in output, output
@@ -125,6 +125,16 @@ def test_a_plain_list_that_drops_a_bases_component_is_a_located_warning(tmp_path
                        encoding="utf-8")  # the same types in another order, one added: nothing dropped
     code, output = cli("validate", str(variant))
     assert code == 0 and "warning" not in output, output
+    # An item the base inherited from its own base: the list replaced is still the base's (child.yaml),
+    # the dropped item is located where it was written (trial B9 read the grandparent's line as the list).
+    files(tmp_path, "callbacks: !append\n  - {type: early_stopping, monitor: train/loss}\n")
+    (tmp_path / "parent.yaml").write_text(PARENT + "callbacks:\n  - type: checkpoint\n  - type: progress\n",
+                                          encoding="utf-8")
+    variant.write_text("extends: child.yaml\ncallbacks:\n  - type: checkpoint\n  - {type: early_stopping, monitor: train/loss}\n",
+                       encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 0, output
+    assert "inherited from child.yaml and drops its progress (" + f"{tmp_path / 'parent.yaml'}:" in output, output
     wrong = files(tmp_path, "runner: !replace 3\n")
     code, output = cli("validate", str(wrong))
     assert code == 1 and "the tag !replace applies to a mapping or a list" in output, output

@@ -85,6 +85,7 @@ def _load_extending(
     names = value.pop("extends")
     chain = chain + [(_identity(path), display)]
     merged: tuple[dict[str, Any], SourceMap] | None = None
+    merged_from: list[str] = []  # the bases merged so far, as `extends` names them
     entries = _extends_entries(names, sources, diagnostics)
     complete = bool(entries)
     for index, name, where in entries:
@@ -131,11 +132,13 @@ def _load_extending(
             base[0].pop(own, None)
             base[1].remove_under((own,))
         if merged is not None:
-            diagnostics.extend(dropped_components(merged, base[:2]) + merge_problems(merged, base[:2]))
+            diagnostics.extend(dropped_components(merged, base[:2], merged_from) + merge_problems(merged, base[:2]))
         merged = base[:2] if merged is None else merge(merged, base[:2])
+        merged_from.append(name)
     sources.remove_under(("extends",))
     if merged is not None:
-        diagnostics.extend(dropped_components(merged, (value, sources)) + merge_problems(merged, (value, sources)))
+        diagnostics.extend(dropped_components(merged, (value, sources), merged_from)
+                           + merge_problems(merged, (value, sources)))
     value, sources = (value, sources) if merged is None else merge(merged, (value, sources))
     return value, sources, complete
 
@@ -264,21 +267,26 @@ def merge_problems(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str,
     return found
 
 
-def dropped_components(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], SourceMap]) -> list[Diagnostic]:
+def dropped_components(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], SourceMap],
+                       base_names: list[str]) -> list[Diagnostic]:
     """A warning at each plain list of `over` that replaces a base list of components and drops
     some of their types: forgetting `!append` under `callbacks` silently lost an `init_checkpoint`
-    (a new user's fine-tuning trained from scratch). `!replace` on the list says it is meant."""
+    (a new user's fine-tuning trained from scratch). `!replace` on the list says it is meant.
+
+    It names the list replaced by the file `extends` names (`base_names`), and where each dropped
+    item was written, which may be a file further up the chain (trial B9 read a grandparent's line
+    as the list replaced)."""
     found: list[Diagnostic] = []
-    _find_dropped(base[0], over[0], (), base[1], over[1], found)
+    _find_dropped(base[0], over[0], (), (base[1], " and ".join(base_names)), over[1], found)
     return found
 
 
-def _find_dropped(base: Any, over: Any, path: JsonPath, base_sources: SourceMap, sources: SourceMap,
+def _find_dropped(base: Any, over: Any, path: JsonPath, origin: tuple[SourceMap, str], sources: SourceMap,
                   found: list[Diagnostic]) -> None:
     if isinstance(base, dict) and isinstance(over, dict) and not replaces(base, over):
         for key, item in over.items():
             if key in base:
-                _find_dropped(base[key], item, path + (key,), base_sources, sources, found)
+                _find_dropped(base[key], item, path + (key,), origin, sources, found)
         return
     if not isinstance(base, list) or not isinstance(over, list) or isinstance(over, (Append, ReplaceList, MergeList)):
         return
@@ -287,13 +295,17 @@ def _find_dropped(base: Any, over: Any, path: JsonPath, base_sources: SourceMap,
                if isinstance(item, dict) and isinstance(item.get("type"), str) and item["type"] not in kept]
     if not dropped:
         return
-    where = base_sources.locate(path + (dropped[0][0],))
-    names = ", ".join(dict.fromkeys(kind for _, kind in dropped))
+    base_sources, base_name = origin
+    places = {}
+    for index, kind in dropped:
+        where = base_sources.locate(path + (index,))
+        places.setdefault(kind, f"{where.file}:{where.line}")
+    names = ", ".join(f"{kind} ({place})" for kind, place in places.items())
     key = path[-1] if path and isinstance(path[-1], str) else format_path(path)
     found.append(Diagnostic.at(
         sources.locate(path, key=True), path,
-        f"this list replaces the base's whole and drops its {names} ({where.file}:{where.line}); "
-        f"write `{key}: !append [...]` to add to the base's list, or `{key}: !replace [...]` to drop them on purpose",
+        f"this list replaces the whole `{format_path(path)}` list inherited from {base_name} and drops its {names}; "
+        f"write `{key}: !append [...]` to add to the inherited list, or `{key}: !replace [...]` to drop them on purpose",
         "warning"))
 
 
