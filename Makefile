@@ -168,7 +168,7 @@ $(DATA)/train.csv: | install
 
 # Install, generate the small learnable data set if missing, train the quickstart pipeline.
 demo: install $(DATA)/train.csv
-	$(BIN)/dslrun validate pipelines/
+	$(BIN)/dslrun validate --data pipelines/quickstart.yaml
 	$(BIN)/dslrun pipelines/quickstart.yaml
 
 bench-validate: install

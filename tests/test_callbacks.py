@@ -773,7 +773,7 @@ def test_restore_diagnostics_locate_what_the_run_would_refuse(tf, tmp_path):
     resolved, diagnostics, sources = check_pipeline_with_sources(str(tmp_path / "p.yaml"), ())
     assert resolved is not None and sources is not None and not diagnostics
     found = restore_diagnostics(resolved, sources, tiny_model(tf, seed=2))
-    assert [(d.line, d.path) for d in found] == [(6, "callbacks[0].path")]
+    assert [(d.line, d.path) for d in found] == [(6, "callbacks[0].skip")]  # at the pattern, not the path
     assert "init_checkpoint.skip: ['^logit/'] match no variable" in found[0].message
     resolved["callbacks"][0]["skip"] = []
     assert restore_diagnostics(resolved, sources, tiny_model(tf, seed=2)) == []

@@ -123,6 +123,7 @@ def test_each_csv_error_names_the_file_and_line(tmp_path: Path, train_csv: Path,
 def test_a_csv_error_is_one_line_from_the_cli(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_bytes(BAD_CSVS["wrong number of fields"][0])
+    (tmp_path / "eval.csv").write_bytes(b"text,label\nhello,0\nbye,1\n")
     result = dslrun(*shipped_args(tmp_path / "run", bad.parent), "--set", f"inputter.train={bad}", check=False)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (

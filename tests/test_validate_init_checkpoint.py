@@ -207,13 +207,16 @@ def validate_without_tensorflow(pipeline: Path) -> subprocess.CompletedProcess[s
     """Plain `dslrun validate` in a process that never imports TensorFlow (the checkpoint's index,
     left empty here, is then not opened), as a user's validate runs."""
     code = f"import sys; from dsl.cli import main; main(['validate', {str(pipeline)!r}])"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=pipeline.parent)
 
 
 def test_a_head_restored_from_a_run_of_other_classes_is_a_warning(tmp_path: Path) -> None:
     """Trial B8: digits 5-9 fine-tuned from a digits 0-4 run restored its classifier (as many classes)
     with only "restored 107 variables" said. Plain validate reads the base run's pipeline.yaml."""
     prefix = _run_trained_on(tmp_path / "base", ["zero", "one", "two"])
+    (tmp_path / "new").mkdir()
+    for name in ("train.csv", "eval.csv"):  # there, or plain validate warns that they are not
+        (tmp_path / "new" / name).touch()
     (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
     result = validate_without_tensorflow(tmp_path / "p.yaml")
     assert result.returncode == 0, result.stdout + result.stderr

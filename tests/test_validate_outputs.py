@@ -85,8 +85,11 @@ def test_outputs_follow_the_parameters_that_add_them(tmp_path: Path) -> None:
     text = edit("  - type: checkpoint\n", "  - type: checkpoint\n  - {type: early_stopping, monitor: val/top_3_accuracy}\n")
     assert validate(tmp_path, edit("  type: image_classification\n", "  type: image_classification\n  top_k: [3]\n",
                                    text)) == (0, [])
+    (tmp_path / "t.csv").touch()  # there, or plain validate warns that they are not
+    (tmp_path / "v.csv").touch()
     csv = text.replace("  type: synthetic\n  num_examples: {train: 40, val: 16}\n",
-                       "  type: image_classification_csv\n  train: t.csv\n  val: v.csv\n  skip_corrupt: true\n")
+                       f"  type: image_classification_csv\n  train: {tmp_path / 't.csv'}\n  val: {tmp_path / 'v.csv'}\n"
+                       "  skip_corrupt: true\n")
     assert validate(tmp_path, csv.replace("val/top_3_accuracy", "val/skipped_examples")) == (0, [])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -52,11 +53,47 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: b
     return resolved
 
 
+def missing_data(resolved: dict[str, Any], sources: Any, severity: str) -> list[Any]:
+    """A located diagnostic for each data file or folder the inputter names that is not there.
+
+    Before a run (`severity` error): the modes of its workflow, said before TensorFlow loads
+    instead of 20 s later. Plain `validate` (warning): every mode, since the data may be made
+    after the pipeline is written; `validate --data` reads the files themselves."""
+    from dsl.inputters.common import GLOB_CHARACTERS, MODES, missing_sources
+    from dsl.language.diagnostics import Diagnostic
+
+    modes: tuple[str, ...] = MODES
+    if severity == "error":
+        modes = tuple(dict.fromkeys(str(phase[0]) for phase in resolved["runner"].get("workflow") or []))
+    inputter = resolved.get("inputter") or {}
+    found = []
+    for at, value in missing_sources(inputter, modes):
+        path = ("inputter", *at)
+        what = "matches no file" if any(c in value for c in GLOB_CHARACTERS) else "does not exist"
+        if severity == "error":
+            message = (f"{value} {what} (relative paths are relative to {os.getcwd()}); fix the path or create "
+                       "the data (`dslrun data --help` lists the example data sets it makes)")
+        else:
+            message = (f"{value} {what} yet (relative to {os.getcwd()}); the run stops with an error unless it "
+                       "is made first")
+        found.append(Diagnostic.at(sources.locate(path), path, message, severity))
+    return found
+
+
 def pipeline_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: bool = False) -> Pipeline:
-    """`load_or_exit`, frozen into the typed pipeline the engine reads (dsl.language.resolved)."""
+    """`load_or_exit`, frozen into the typed pipeline the engine reads (dsl.language.resolved).
+
+    `starting` a run: the data its workflow reads must be there too (`missing_data`)."""
     from dsl.language.resolved import Pipeline
 
-    return Pipeline.from_resolved(load_or_exit(path, overrides, starting=starting))
+    resolved = load_or_exit(path, overrides, starting=starting)
+    if starting and _LOADED:
+        missing = missing_data(resolved, _LOADED[0], "error")
+        for diagnostic in missing:
+            click.echo(diagnostic.format_text(), err=True)
+        if missing:
+            sys.exit(1)
+    return Pipeline.from_resolved(resolved)
 
 
 def checkpoint_option(checkpoint: str | None) -> str | None:

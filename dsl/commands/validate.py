@@ -163,6 +163,10 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
         diagnostics = diagnostics + found
         if exchange is not None and model is not None:
             summaries.setdefault(name, []).append(_exchange_summary(resolved, model, *exchange))
+    if world_size is None and resolved is not None and sources is not None:
+        from dsl.commands._common import missing_data
+
+        return diagnostics + missing_data(resolved, sources, "warning")
     if world_size is None or resolved is None or sources is None:
         return diagnostics
     from dsl.commands._common import fail

@@ -296,7 +296,7 @@ def _find_dropped(base: Any, over: Any, path: JsonPath, origin: tuple[SourceMap,
     if not dropped:
         return
     base_sources, base_name = origin
-    places = {}
+    places: dict[str, str] = {}
     for index, kind in dropped:
         where = base_sources.locate(path + (index,))
         places.setdefault(kind, f"{where.file}:{where.line}")
