@@ -152,6 +152,12 @@ def test_coco_classes_in_another_order_or_a_count_apart_are_errors_at_their_keys
     assert result.exit_code == 1
     assert "<--set>:1:" in result.output and "error: inputter.classes: 'square' is class 0 here" in result.output, \
         result.output
+    # A count apart: the summary says the file's count beside the declared one (trial A9 read "3 classes" alone).
+    result = CliRunner().invoke(main, ["validate", str(PIPELINE), "--data", "--set",
+                                       f"inputter={{type: coco_json, train: {boxes / 'train.json'}, val: {boxes / 'eval.json'}, "
+                                       "num_classes: 4}"], catch_exceptions=False)
+    assert result.exit_code == 1 and "has 3 categories; make them agree" in result.output, result.output
+    assert "3 classes (inputter.num_classes is 4)" in result.output, result.output
 
 
 def test_batches_hold_boxes_padded_to_max_boxes_with_their_count(boxes: Path) -> None:

@@ -97,7 +97,10 @@ class SplitReport:
         if self.pixels:
             parts.append(f"pixels per class: {_shares(self)}")
         elif self.labels and not self.one_class_each:
-            parts.append(f"{len(self.class_names or self.labels)} classes")
+            found = len(self.class_names or self.labels)
+            declared = inputter.get("num_classes")
+            parts.append(f"{found} classes" + (f" (inputter.num_classes is {declared})"
+                                               if isinstance(declared, int) and declared != found else ""))
         elif self.labels:
             low, high = min(self.labels.values()), max(self.labels.values())
             parts.append(f"{len(self.labels)} classes, {low}-{high} each" if low != high else
