@@ -61,7 +61,10 @@ def test_both_layouts_list_the_same_images_and_boxes(boxes: Path) -> None:
 
 
 @pytest.mark.parametrize(("row", "match"), [
-    ("a.png,10,5,10,20,disc", r"boxes.csv line 2: box \(10, 5, 10, 20\) has min >= max"),
+    ("a.png,10,5,10,20,disc", r"boxes.csv line 2: box \(10, 5, 10, 20\) has min >= max; expected x_min < x_max "
+                              r"and y_min < y_max \(if the columns are x, y, width, height, write x_max = x \+ width "
+                              r"and y_max = y \+ height: 20, 25\)"),
+    ("a.png,30,30,20,20,disc", r"box \(30, 30, 20, 20\) has min >= max; expected x_min < x_max and y_min < y_max$"),
     ("a.png,10,5,60,20,disc", r"boxes.csv line 2: box .* reaches outside its 50x40 image"),
     ("a.png,1,1,5,5,hexagon", r"boxes.csv line 2: unknown label 'hexagon'; expected one of disc, square, triangle"),
     ("a.png,1,1,5,5,Square", r"boxes.csv line 2: unknown label 'Square'; expected one of disc, square, triangle; "
@@ -314,6 +317,27 @@ def test_validate_data_sums_up_the_boxes_and_locates_a_bad_row(tmp_path: Path, b
     assert result.returncode == 1
     assert f"{coco / 'train.json'}:1:1: error: inputter.train: image {coco / 'train' / 'images' / '00002.png'}: No such " \
            "file or directory; fix or remove it" in result.stdout.splitlines(), result.stdout
+
+
+def test_boxes_written_as_width_and_height_get_a_hint_and_leave_the_class_counts_alone(tmp_path: Path,
+                                                                                         boxes: Path) -> None:
+    """Trial A10 wrote COCO's x, y, width, height under x_max, y_max: 256 lines of `min >= max` and no
+    hint, beside an imbalance warning that counted each image whose boxes were all refused as class 0."""
+    rows = (boxes / "eval.csv").read_text().splitlines()
+    converted = [rows[0]]
+    for row in rows[1:]:
+        path, x_min, y_min, x_max, y_max, label = row.split(",")
+        width, height = float(x_max) - float(x_min), float(y_max) - float(y_min)
+        converted.append(",".join([str(boxes / path), x_min, y_min, f"{width:g}", f"{height:g}", label]))
+    (tmp_path / "eval.csv").write_text("\n".join(converted) + "\n")
+    result = subprocess.run([*DSLRUN, "validate", str(PIPELINE), "--data", "--set", f"inputter.val={tmp_path / 'eval.csv'}"],
+                            capture_output=True, text=True, env={**ENV, "DATA_DIR": str(boxes)}, timeout=120)
+    assert result.returncode == 1
+    refused = [line for line in result.stdout.splitlines() if "has min >= max" in line]
+    assert refused and all("(if the columns are x, y, width, height, write x_max = x + width and y_max = y + height: "
+                           in line for line in refused), result.stdout
+    assert not [line for line in result.stdout.splitlines() if "inputter.val: the classes are heavily imbalanced" in line], \
+        result.stdout
 
 
 # ------------------------------------------------------------------------------ the shipped pipeline

@@ -75,7 +75,12 @@ def box_problem(x_min: float, y_min: float, x_max: float, y_max: float, size: tu
     """Why a pixel box cannot be trained on, or None."""
     width, height = size
     if x_min >= x_max or y_min >= y_max:
-        return f"box ({x_min:g}, {y_min:g}, {x_max:g}, {y_max:g}) has min >= max; expected x_min < x_max and y_min < y_max"
+        message = f"box ({x_min:g}, {y_min:g}, {x_max:g}, {y_max:g}) has min >= max; expected x_min < x_max and y_min < y_max"
+        if x_max > 0 and y_max > 0 and x_min + x_max <= width and y_min + y_max <= height:
+            # The usual slip (trial A10): COCO-style x, y, width, height columns under x_max, y_max.
+            message += (f" (if the columns are x, y, width, height, write x_max = x + width and y_max = y + height: "
+                        f"{x_min + x_max:g}, {y_min + y_max:g})")
+        return message
     if x_min < 0 or y_min < 0 or x_max > width or y_max > height:
         return (f"box ({x_min:g}, {y_min:g}, {x_max:g}, {y_max:g}) reaches outside its {width}x{height} image; "
                 "coordinates are pixels, 0 <= x <= width, 0 <= y <= height")

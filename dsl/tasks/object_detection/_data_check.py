@@ -115,7 +115,10 @@ def _items(params: dict[str, Any], mode: str, layout: str, stats: BoxStats) -> I
                 yield Problem(str(item))
         else:
             stats.add(item)
-            label = min(set(item.labels), key=lambda k: (counted[k], k)) if item.labels else 0
-            counted[label] += 1
+            # An image stands for its rarest class so far; one without boxes for none (counted as
+            # class 0, images whose boxes were all refused made class 0 look 33x commoner: trial A10).
+            label = min(set(item.labels), key=lambda k: (counted[k], k)) if item.labels else None
+            if label is not None:
+                counted[label] += 1
             where = Location(item.file, item.line or 1, 1)
             yield Example(label, item.origin if item.line else f"{Path(item.file).name}: {item.origin}", where, path=item.path)
