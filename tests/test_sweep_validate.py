@@ -18,7 +18,7 @@ VALID = f"""\
 extends: {QUICKSTART}
 sweep:
   metric: val/accuracy
-  max_trials: 4
+  max_trials: 12
   early_stopping: {{type: asha}}
   parameters:
     modeler.optimizer.learning_rate: {{type: log_uniform, low: 0.01, high: 0.5}}
@@ -79,13 +79,13 @@ def test_a_valid_sweep_validates_and_shows_with_its_defaults(tmp_path: Path) -> 
         ("metric: val/accuracy", "metric: val/acc",
          "3:11: error: sweep.metric: the val phase has no output 'acc'; did you mean 'val/accuracy'? available: "
          "val/accuracy, val/cross_entropy, val/l2_loss, val/loss, val/macro_f1"),
-        ("  max_trials: 4\n", "  max_trials: 4\n  method: grid\n",
+        ("  max_trials: 12\n", "  max_trials: 12\n  method: grid\n",
          "5:11: error: sweep.method: a grid sweep needs choice or int spaces, but modeler.optimizer.learning_rate, "
          "modeler.optimizer.momentum is continuous; give it a choice of values, or use method: tpe or random"),
-        ("  max_trials: 4\n", "  max_trials: 4\n  parallel_trials: 3\n  ranks_per_trial: 2\n  slots: 4\n",
+        ("  max_trials: 12\n", "  max_trials: 12\n  parallel_trials: 3\n  ranks_per_trial: 2\n  slots: 4\n",
          "5:20: error: sweep.parallel_trials: 3 trials at once of 2 processes each need 6 slots, but sweep.slots gives 4; "
          "lower parallel_trials to 2 or give more slots"),
-        ("  max_trials: 4\n", "  max_trials: 4\n  parallel_trials: 2\n  ranks_per_trial: 2\n  hosts: ['a:2', 'b:1']\n",
+        ("  max_trials: 12\n", "  max_trials: 12\n  parallel_trials: 2\n  ranks_per_trial: 2\n  hosts: ['a:2', 'b:1']\n",
          "5:20: error: sweep.parallel_trials: 2 trials at once of 2 processes each need 4 slots, but sweep.hosts gives 3; "
          "lower parallel_trials to 1 or give more slots"),
         ("inputter.batch_size: {type: int, low: 8, high: 32, step: 8}",
@@ -138,7 +138,7 @@ sweep:
 
 
 def test_a_local_backend_runs_one_rank_per_trial(tmp_path: Path) -> None:
-    text = edit("  max_trials: 4\n", "  max_trials: 4\n  ranks_per_trial: 2\n") + "runner: {backend: local}\n"
+    text = edit("  max_trials: 12\n", "  max_trials: 12\n  ranks_per_trial: 2\n") + "runner: {backend: local}\n"
     code, lines = validate(tmp_path, text)
     assert code == 1
     assert lines == ["5:20: error: sweep.ranks_per_trial: runner.backend is local, which runs one process, but "
@@ -147,7 +147,7 @@ def test_a_local_backend_runs_one_rank_per_trial(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("backend", ["local", "collective"])
 def test_hosts_are_refused_where_horovodrun_does_not_start_the_trials(tmp_path: Path, backend: str) -> None:
-    text = edit("  max_trials: 4\n", "  max_trials: 4\n  hosts: ['a:1', 'b:1']\n") + f"runner: {{backend: {backend}}}\n"
+    text = edit("  max_trials: 12\n", "  max_trials: 12\n  hosts: ['a:1', 'b:1']\n") + f"runner: {{backend: {backend}}}\n"
     code, lines = validate(tmp_path, text)
     assert (code, lines) == (1, [f"5:10: error: sweep.hosts: sweep.hosts places trials with a launcher that reaches "
                                  f"other hosts, and runner.backend {backend} has none; remove hosts, or set "
@@ -346,3 +346,19 @@ def test_a_resumed_study_does_not_replay_the_first_run_s_suggestions(tmp_path: P
     fresh = SweepPlan.read(str(file), (), load_pipeline(str(file)))
     fresh.storage = f"sqlite:///{tmp_path / 'other.db'}"
     assert ask(open_study(fresh)) == firsts[0]  # a new study still starts from sweep.seed
+
+
+@pytest.mark.parametrize(("method", "trials", "warned"), [("", 3, True), ("  method: tpe\n", 10, True),
+                                                          ("  method: tpe\n", 11, False), ("  method: random\n", 3, False)])
+def test_a_tpe_sweep_of_ten_trials_or_fewer_is_said_to_be_a_random_search(tmp_path: Path, method: str, trials: int,
+                                                                            warned: bool) -> None:
+    """Trial A10 ran 3 tpe trials, which Optuna's TPE draws at random before it models anything."""
+    code, lines = validate(tmp_path, edit("  max_trials: 12\n", f"{method}  max_trials: {trials}\n"))
+    assert code == 0
+    if not warned:
+        assert lines == []
+        return
+    at = "4:11: warning: sweep.method:" if method else "4:15: warning: sweep.max_trials:"
+    assert lines == [f"{at} tpe draws its first 10 trials at random before it models the results (Optuna's "
+                     f"n_startup_trials), so these {trials} are a random search; give max_trials above 10 for tpe to "
+                     "search, or write method: random to say so"]

@@ -149,7 +149,19 @@ def _check_metric(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sour
     return [problem] if problem is not None else []
 
 
+# Optuna's TPESampler draws its first trials at random (its n_startup_trials), then models them.
+TPE_STARTUP_TRIALS = 10
+
+
 def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap) -> list[Diagnostic]:
+    if sweep.get("method", "tpe") == "tpe" and sweep.get("max_trials", 20) <= TPE_STARTUP_TRIALS:
+        # A 3-trial tpe sweep was a random search, and nothing said so (trial A10).
+        path: JsonPath = ("sweep", "method") if ("sweep", "method") in sources else ("sweep", "max_trials")
+        return [Diagnostic.at(sources.locate(path), path,
+                              f"tpe draws its first {TPE_STARTUP_TRIALS} trials at random before it models the results "
+                              f"(Optuna's n_startup_trials), so these {sweep.get('max_trials', 20)} are a random search; "
+                              "give max_trials above 10 for tpe to search, or write method: random to say so",
+                              "warning")]
     if sweep.get("method") != "grid":
         return []
     continuous = [s.path for s in spaces if not s.grid()]
