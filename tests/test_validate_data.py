@@ -471,3 +471,22 @@ def test_a_backend_without_a_batch_norm_switch_says_it_cannot_synchronise(tmp_pa
     assert "sync batch norm off (this backend cannot synchronise: 4 examples per replica)" in result.stdout
     assert "this backend cannot synchronise them: raise inputter.batch_size to 32, or train on runner.backend: " \
         "horovod or collective" in result.stdout
+
+
+@pytest.mark.parametrize(("batch", "drop", "warned"), [("32", "", True), ("20", "", False), ("8", "", False),
+                                                       ("32", "  drop_remainder: false\n", False)])
+def test_a_batch_that_leaves_out_much_of_the_train_set_each_epoch_is_a_warning(tmp_path: Path, data: Path, batch: str,
+                                                                               drop: str, warned: bool) -> None:
+    """Trial B10: 60 few-shot images at batch 32 trained on 32 an epoch (the last, incomplete batch
+    dropped), and validate --data said "1 step per epoch" only. Batch 8 leaves 4 of 60 out: not said."""
+    path = pipeline(tmp_path, data, **{"  batch_size: 8\n": f"  batch_size: {batch}\n{drop}"})
+    result = invoke("validate", "--data", str(path))
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stdout.splitlines() if "trains on" in line]
+    if not warned:
+        assert said == [], said
+        return
+    assert said == [f"{path}:9:15: warning: inputter.batch_size: batch 32 x 1 process(es) trains on 32 of the 60 train "
+                    "examples an epoch: inputter.drop_remainder leaves out the last 28, which are not a full batch "
+                    "(other ones each epoch, as the data is shuffled); lower inputter.batch_size, or set "
+                    "inputter.drop_remainder: false"], result.stdout

@@ -180,7 +180,26 @@ def _length_problems(
             "inputter.drop_remainder: false"), "error")]
     if not train.steps:
         return []
-    return [d for d in check_schedule_length(resolved, sources, train.steps) if d.path not in known]
+    return _dropped_share(inputter, sources, train, world_size, batch) + [
+        d for d in check_schedule_length(resolved, sources, train.steps) if d.path not in known]
+
+
+def _dropped_share(inputter: dict[str, Any], sources: SourceMap, train: SplitReport, world_size: int,
+                   batch: int | None) -> list[Diagnostic]:
+    """A warning when drop_remainder leaves out more than a tenth of the train examples each epoch:
+    60 few-shot images at batch 32 trained on 32 an epoch, and validate said only "1 step" (trial B10)."""
+    per_replica = batch or inputter["batch_size"]
+    count = train.generated if train.generated is not None else train.examples
+    if not inputter.get("drop_remainder", True) or inputter.get("batch_tokens") or not count:
+        return []
+    used = train.steps * per_replica * world_size
+    if used > count or (count - used) * 10 <= count:
+        return []
+    path: JsonPath = ("inputter", "batch_size")
+    return [_at_yaml(sources, path, (
+        f"batch {per_replica} x {world_size} process(es) trains on {used} of the {count} train examples an epoch: "
+        f"inputter.drop_remainder leaves out the last {count - used}, which are not a full batch (other ones each "
+        "epoch, as the data is shuffled); lower inputter.batch_size, or set inputter.drop_remainder: false"), "warning")]
 
 
 def _require_pillow() -> None:
