@@ -223,3 +223,15 @@ def test_up_front_check_finds_images_cut_short(tmp_path: Path) -> None:
         assert header_problem(str(good)) is None
         assert header_problem(str(padded)) is None
         assert header_problem(str(cut)).startswith("truncated"), fmt
+
+
+def test_a_changed_pipeline_is_said_by_its_changed_keys() -> None:
+    """Trial B10 was told "the pipeline differs" and had to diff the files to find its own edit."""
+    from dsl.engine.rundir import changes
+
+    old = "name: a\ncallbacks:\n- {type: init_checkpoint, path: runs/base}\nrunner: {max_epochs: 3}\n"
+    assert changes(old, old.replace("runs/base", "runs/base/best")) == "callbacks[0].path: runs/base -> runs/base/best"
+    several = old.replace("3}", "4, seed: 1}").replace("name: a", "name: b")
+    assert changes(old, several, most=2) == "name: a -> b; runner.max_epochs: 3 -> 4, and 1 more"
+    assert changes(old, old + "# a comment\n") == "in its layout only"
+    assert changes(old, old.replace("- {type: init_checkpoint, path: runs/base}\n", "")).startswith("callbacks: ")

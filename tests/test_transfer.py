@@ -144,6 +144,7 @@ def test_no_resume_sets_aside_metrics_and_best_and_a_changed_finished_run_says_s
     result = dslrun(str(pipeline), "--set", "modeler.optimizer.learning_rate=0.01")
     assert "already finished at step 8" in result.stderr
     assert "warning: the pipeline differs from the one stored in" in result.stderr and "--no-resume" in result.stderr
+    assert "(modeler.optimizer.learning_rate: " in result.stderr and " -> 0.01)" in result.stderr, result.stderr
 
     result = dslrun(str(pipeline), "--no-resume")
     assert "moved the old best, metrics, tensorboard to" in result.stderr, result.stderr

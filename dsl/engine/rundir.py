@@ -58,7 +58,7 @@ def write_pipeline(model_dir: Path, text: str) -> str | None:
             atomic_write_text(model_dir / "pipeline.previous.yaml", old)
             warning = (
                 f"the pipeline differs from the one stored in {path} when this run directory was "
-                "created; the old one is kept as pipeline.previous.yaml"
+                f"created ({changes(old, text)}); the old one is kept as pipeline.previous.yaml"
             )
     atomic_write_text(path, text)
     return warning
@@ -96,9 +96,45 @@ def differs_from_stored(model_dir: Path, text: str) -> str | None:
     if not path.exists() or path.read_text(encoding="utf-8") == text:
         return None
     return (
-        f"the pipeline differs from the one stored in {path}, which this finished run used; nothing was "
-        "trained with the new one: run with --no-resume (the old run is set aside) or another runner.model_dir"
+        f"the pipeline differs from the one stored in {path} ({changes(path.read_text(encoding='utf-8'), text)}), "
+        "which this finished run used; nothing was trained with the new one: run with --no-resume (the old run is "
+        "set aside) or another runner.model_dir"
     )
+
+
+def changes(old: str, new: str, most: int = 3) -> str:
+    """What differs between two stored pipelines, as `key: old -> new` for the first `most` keys (a
+    trial was told "the pipeline differs" and had to diff the files to find its own edit)."""
+    import yaml
+
+    try:
+        found = _differences(yaml.safe_load(old), yaml.safe_load(new), "")
+    except yaml.YAMLError:
+        return "its text"
+    shown = [f"{key or 'the whole'}: {_short(a)} -> {_short(b)}" for key, a, b in found[:most]]
+    more = f", and {len(found) - most} more" if len(found) > most else ""
+    return "; ".join(shown) + more if shown else "in its layout only"
+
+
+_ABSENT = object()
+
+
+def _differences(old: Any, new: Any, at: str) -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[tuple[str, Any, Any]] = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            found += _differences(old.get(key, _ABSENT), new.get(key, _ABSENT), f"{at}.{key}" if at else str(key))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for index, (a, b) in enumerate(zip(old, new)) for d in _differences(a, b, f"{at}[{index}]")]
+    return [] if old == new else [(at, old, new)]
+
+
+def _short(value: Any) -> str:
+    if value is _ABSENT:
+        return "(none)"
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def is_number(value: Any) -> bool:
