@@ -192,7 +192,7 @@ def _dropped_share(inputter: dict[str, Any], sources: SourceMap, train: SplitRep
     count = train.generated if train.generated is not None else train.examples
     if not inputter.get("drop_remainder", True) or inputter.get("batch_tokens") or not count:
         return []
-    used = train.steps * per_replica * world_size
+    used = (train.steps or 0) * per_replica * world_size
     if used > count or (count - used) * 10 <= count:
         return []
     path: JsonPath = ("inputter", "batch_size")

@@ -167,7 +167,7 @@ def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap
     continuous = [s.path for s in spaces if not s.grid()]
     if not continuous:
         return []
-    path: JsonPath = ("sweep", "method")
+    path = ("sweep", "method")
     return [Diagnostic.at(sources.locate(path), path,
                           f"a grid sweep needs choice or int spaces, but {', '.join(continuous)} "
                           "is continuous; give it a choice of values, or use method: tpe or random")]
