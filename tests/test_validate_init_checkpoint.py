@@ -255,3 +255,51 @@ def test_a_checkpoint_of_another_network_type_is_a_warning_at_plain_validate(tmp
     assert result.returncode == 0, result.stdout + result.stderr
     assert f":15:11: warning: callbacks[0].path: {tmp_path / 'mlp04'} trained a simple_cnn network, this pipeline " \
            "builds a mlp: their variables will not match by name" in result.stdout, result.stdout
+
+
+def test_a_keyword_misspelt_in_a_pattern_list_is_a_warning(tmp_path: Path) -> None:
+    """Trial B10: `trainable: [haed]` passed plain validate as a pattern of variable names."""
+    code, lines = validate(tmp_path, str(tmp_path / "base"), skip="[haed]")
+    assert code == 0 and f"{tmp_path / 'p.yaml'}:12:12: warning: callbacks[0].skip[0]: 'haed' is read as a pattern of " \
+                         "variable names, not as the group head; did you mean 'head'? (`validate --build` matches each " \
+                         "pattern against the network)" in lines, lines
+    code, lines = validate(tmp_path, str(tmp_path / "base"), skip="[logit, head]")  # a pattern, far from both
+    assert code == 0 and not [line for line in lines if "skip" in line], lines
+
+
+def test_a_checkpoint_of_the_same_network_type_with_other_settings_is_a_warning(tmp_path: Path) -> None:
+    """Trial B10: a ResNet-32 started from a ResNet-20 run: plain validate said 0 errors."""
+    prefix = _run_trained_on(tmp_path / "deep", ["five", "six", "seven"])
+    trained = "inputter: {classes: [five, six, seven]}\nnetwork: {type: mlp, hidden_units: [64], dropout: 0.5}\n"
+    (tmp_path / "deep" / "pipeline.yaml").write_text(trained)
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f":15:11: warning: callbacks[0].path: {tmp_path / 'deep'} trained its mlp with other settings (hidden_units " \
+           "[64] there, [128] here): its variables may not match" in result.stdout, result.stdout
+    (tmp_path / "deep" / "pipeline.yaml").write_text(trained.replace("[64]", "[128]"))  # dropout alone: no variable
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert "other settings" not in result.stdout, result.stdout
+
+
+def test_run_refuses_a_missing_path_before_tensorflow_unless_it_resumes(tmp_path: Path) -> None:
+    """Trial B10: a wrong init_checkpoint.path stopped the run 14 s in, after TensorFlow loaded."""
+    text = PIPELINE.format(path=tmp_path / "nowhere", skip="[]") + f"  model_dir: {tmp_path / 'run'}\n"
+    (tmp_path / "p.yaml").write_text(text)
+    code = ("import sys; from dsl.cli import main\ntry:\n    main(['run', sys.argv[1]])\nexcept SystemExit as e:\n"
+            "    print('loaded', 'tensorflow' in sys.modules); raise\n")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.yaml")], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1 and "loaded False" in result.stdout, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        f"{tmp_path / 'p.yaml'}:11:11: error: callbacks[0].path: '{tmp_path / 'nowhere'}' does not exist; train the base "
+        "pipeline whose runner.model_dir it is first, or fix the path (relative paths are relative to the directory "
+        "dslrun starts in)"], result.stderr
+    assert not (tmp_path / "run").exists()
+    from dsl.callbacks._init_checkpoint_check import missing_at_start
+    from dsl.language.pipeline import check_pipeline_with_sources
+
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)  # a run that resumes its own: the path is not read
+    (tmp_path / "run" / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    resolved, _, sources = check_pipeline_with_sources(str(tmp_path / "p.yaml"))
+    assert resolved is not None and sources is not None and missing_at_start(resolved, sources) == []

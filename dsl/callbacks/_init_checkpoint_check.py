@@ -27,6 +27,7 @@ from typing import Any
 from dsl.engine.checkpoint_paths import named_prefix
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
+from dsl.language.suggest import closest
 
 GROUPS = ("head", "backbone")  # dsl.networks._groups.GROUPS, without importing networks
 ADAPTIVE = ("adam", "adamw", "rmsprop")  # optimizers that divide a gradient's scale out (dsl.engine.gradient_scale)
@@ -53,19 +54,53 @@ def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[
     return found
 
 
+def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """`dslrun run` starting: a path that does not exist is an error now, before TensorFlow loads
+    (a trial waited 14 s for it), unless the run resumes its own checkpoints (then it is not read)."""
+    model_dir = (pipeline.get("runner") or {}).get("model_dir")
+    if model_dir and (Path(model_dir) / "checkpoints" / "checkpoint").is_file():
+        return []
+    found = []
+    for index, callback in enumerate(pipeline.get("callbacks") or []):
+        path = callback.get("path") if isinstance(callback, dict) and callback.get("type") == "init_checkpoint" else None
+        if isinstance(path, str) and not Path(path).exists() and not Path(f"{path}.index").exists():
+            where: JsonPath = ("callbacks", index, "path")
+            found.append(Diagnostic.at(sources.locate(where), where, (
+                f"{path!r} does not exist; train the base pipeline whose runner.model_dir it is first, or fix the "
+                "path (relative paths are relative to the directory dslrun starts in)")))
+    return found
+
+
 def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
     """A warning when the checkpoint's run used another network type: its variables will not match by
     name (trial B9: plain validate said nothing; --build listed 105 missing names)."""
     from dsl.engine.checkpoint_paths import run_of, trained_section
 
-    ours = (pipeline.get("network") or {}).get("type")
+    network = pipeline.get("network") or {}
+    ours = network.get("type")
     run = run_of(callback["path"])
-    theirs = (trained_section(run, "network") or {}).get("type") if run is not None else None
-    if not isinstance(theirs, str) or not isinstance(ours, str) or theirs == ours:
+    trained = (trained_section(run, "network") or {}) if run is not None else {}
+    theirs = trained.get("type")
+    if not isinstance(theirs, str) or not isinstance(ours, str):
         return []
+    if theirs != ours:
+        return [Diagnostic.at(sources.locate(where), where, (
+            f"{run} trained a {theirs} network, this pipeline builds a {ours}: their variables will not match by name "
+            "(the run stops at its start; `validate --build` checks it); give a checkpoint of the same network"),
+            "warning")]
+    # The same type with other structure (ResNet-32 from a ResNet-20 run, trial B10): said as "may",
+    # since some parameters (dropout, momentum) change no variable; --build knows.
+    other = [key for key in network if key not in UNSTRUCTURAL and key in trained and network[key] != trained[key]]
+    if not other:
+        return []
+    shown = ", ".join(f"{key} {trained[key]} there, {network[key]} here" for key in other)
     return [Diagnostic.at(sources.locate(where), where, (
-        f"{run} trained a {theirs} network, this pipeline builds a {ours}: their variables will not match by name "
-        "(the run stops at its start; `validate --build` checks it); give a checkpoint of the same network"), "warning")]
+        f"{run} trained its {ours} with other settings ({shown}): its variables may not match this network's "
+        "(the run stops at its start if they do not); `validate --build` checks each one"), "warning")]
+
+
+# Network parameters that change no variable's name or shape (num_classes: the head, reset_head's).
+UNSTRUCTURAL = ("type", "num_classes", "dropout", "activation", "weights", "batch_norm_momentum", "batch_norm_epsilon")
 
 
 def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
@@ -94,13 +129,20 @@ def _patterns(callback: dict[str, Any], base: JsonPath, sources: SourceMap) -> l
         for position, entry in enumerate(callback.get(key) or []):
             if not isinstance(entry, str) or entry in GROUPS:
                 continue
+            path = (*base, key, position)
             try:
                 re.compile(entry)
             except re.error as exc:
-                path = (*base, key, position)
                 found.append(Diagnostic.at(sources.locate(path), path,
                                            f"{entry!r} is not a regular expression ({exc}); escape special "
                                            f"characters with a backslash, or use head or backbone"))
+                continue
+            keyword = closest(entry, GROUPS)
+            if keyword is not None and keyword != entry and entry.isalpha():
+                # `[haed]` passed plain validate as a pattern of variable names (trial B10).
+                found.append(Diagnostic.at(sources.locate(path), path, (
+                    f"{entry!r} is read as a pattern of variable names, not as the group {keyword}; did you mean "
+                    f"{keyword!r}? (`validate --build` matches each pattern against the network)"), "warning"))
     return found
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dsl.callbacks._init_checkpoint_check import check_init_checkpoint, restore_diagnostics
+from dsl.callbacks._init_checkpoint_check import check_init_checkpoint, missing_at_start, restore_diagnostics
 from dsl.engine.hooks import Callback
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -126,6 +126,7 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
     unique=True,
     checks=[check_init_checkpoint],
     build_checks=[restore_diagnostics],
+    start_checks=[missing_at_start],
 )
 class InitCheckpoint(Callback):
     """Lambda's pretrained model restored by name, with Model Garden's head / backbone groups.

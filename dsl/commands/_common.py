@@ -45,7 +45,9 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: b
     if sources is not None:
         _LOADED[:] = [sources]
     if resolved is not None and sources is not None and starting:
-        diagnostics = [*diagnostics, *check_before_start(resolved, sources)]
+        at_start = check_before_start(resolved, sources)
+        errors = {d.path for d in at_start if is_error(d)}  # a validate warning the start makes an error: once
+        diagnostics = [*(d for d in diagnostics if d.path not in errors or is_error(d)), *at_start]
     for diagnostic in diagnostics:
         click.echo(diagnostic.format_text(), err=True)
     if resolved is None or any(is_error(d) for d in diagnostics):
