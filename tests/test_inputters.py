@@ -159,6 +159,13 @@ def test_csv_labels_may_be_the_names_inputter_classes_lists(tmp_path):
     with pytest.raises(DslError, match=r"line \d: unknown label 'dgo'; expected one of inputter.classes \(cat, dog\) "
                                        r"or a class index; did you mean 'dog'\?$"):
         build("image_classification_csv", train=str(named), num_classes=2, classes=["cat", "dog"])
+    # The first data row after a header: no "set header: true" hint (trial B10 got one for its line 2).
+    first = named.read_text().splitlines()
+    first[1] = first[1].rsplit(",", 1)[0] + ",five"
+    named.write_text("\n".join(first) + "\n")
+    with pytest.raises(DslError, match=r"line 2: unknown label 'five'; expected one of inputter.classes \(cat, dog\) "
+                                       r"or a class index$"):
+        build("image_classification_csv", train=str(named), num_classes=2, classes=["cat", "dog"])
 
 
 def test_csv_list_of_files_and_absolute_paths(tmp_path):

@@ -121,8 +121,8 @@ def _read_csv(csv_path: Path, listing: Listing, num_classes: int, header: str | 
     folder = csv_path.parent
     listing.start_csv(csv_path)
     try:
-        for index, (line, row) in enumerate(_data_rows(csv_path, header)):
-            label = _row_label(row, num_classes, classes, first=index == 0)
+        for line, row in _data_rows(csv_path, header):
+            label = _row_label(row, num_classes, classes, first=line == 1)  # a header skipped: no hint
             if isinstance(label, str):
                 raise DslError(f"{csv_path} line {line}: {label}")
             listing.add(os.path.normpath(os.path.join(folder, row[0].strip())), label, line)
@@ -189,7 +189,7 @@ def _csv_examples(values: list[str], key: str, params: dict[str, Any]) -> Iterat
             for line, row in _data_rows(csv_path, params["header"]):
                 rows += 1
                 where = Location(str(csv_path), line, 1)
-                label = _row_label(row, params["num_classes"], params.get("classes"), first=rows == 1)
+                label = _row_label(row, params["num_classes"], params.get("classes"), first=line == 1)
                 if isinstance(label, str):
                     yield Problem(label, where)
                     continue
