@@ -76,7 +76,7 @@ def loaded_modules(*args: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
         ["export", "{file}", "--out", "{dir}/out", "--checkpoint", "{dir}/nowhere"],
         ["run", "{file}", "--resume-from", "{dir}/nowhere"],
         # So is a data file the workflow reads that is not there (a trial waited 20 s for a typo).
-        ["run", "{file}", "--set", "inputter={type: image_classification_csv, num_classes: 2, train: {dir}/no.csv}"],
+        ["run", "{file}", "--set", "inputter={{type: image_classification_csv, num_classes: 2, train: {dir}/no.csv}}"],
     ],
 )
 def test_command_does_not_import_heavy_packages(tmp_path: Path, command: list[str]) -> None:
