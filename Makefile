@@ -138,7 +138,7 @@ test: install sshd slurm postgres browser fortunes lint docs
 
 # Every shipped pipeline under every launcher (tests/test_shipped_pipelines.py, about 12 minutes here):
 # `make test` runs each task under horovodrun --gloo, the parameter-server cluster and TensorFlow's
-# allreduce, and the quickstart under every launcher; run this before a release and after changing a
+# allreduce, and every launcher with at least one shipped file; run this before a release and after changing a
 # launcher, a backend or a file in pipelines/.
 test-shipped: install
 	$(BIN)/python -m pytest -q --durations=10 tests/test_shipped_pipelines.py
