@@ -303,3 +303,16 @@ def test_run_refuses_a_missing_path_before_tensorflow_unless_it_resumes(tmp_path
     (tmp_path / "run" / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
     resolved, _, sources = check_pipeline_with_sources(str(tmp_path / "p.yaml"))
     assert resolved is not None and sources is not None and missing_at_start(resolved, sources) == []
+
+
+def test_a_passing_plain_validate_of_a_fine_tune_points_at_build(tmp_path: Path) -> None:
+    """Trial B10 took plain validate's "0 errors" for its trainable patterns too; they need the network."""
+    (tmp_path / "p.yaml").write_text(PIPELINE.format(path=tmp_path / "base", skip="[head]"))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert f"(the network was not built: dslrun validate --build {tmp_path / 'p.yaml'} matches init_checkpoint's " \
+           "checkpoint and patterns with it)" in result.stderr, result.stderr
+    (tmp_path / "q.yaml").write_text(PIPELINE.format(path=tmp_path / "base", skip="[head]").replace(
+        "callbacks:\n  - type: init_checkpoint\n    path: " + str(tmp_path / "base") + "\n    skip: [head]\n", ""))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "q.yaml")], catch_exceptions=False)
+    assert result.exit_code == 0 and "network was not built" not in result.stderr, result.output

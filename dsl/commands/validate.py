@@ -144,7 +144,20 @@ def command(
         # A trial took "0 errors" for its data too: a missing file or an unknown label is found by --data.
         click.echo(f"(the data was not read: dslrun validate --data {reports[0][0]} checks its files, labels and "
                    "classes too)", err=True)
+        if not with_build and _restores(reports[0][0], overrides):
+            # A trial took "0 errors" for a trainable pattern that matches nothing: that needs the network.
+            click.echo(f"(the network was not built: dslrun validate --build {reports[0][0]} matches init_checkpoint's "
+                       "checkpoint and patterns with it)", err=True)
     sys.exit(1 if failed else 0)
+
+
+def _restores(name: str, overrides: tuple[str, ...]) -> bool:
+    """Whether the pipeline in `name` starts from a checkpoint (an init_checkpoint callback)."""
+    from dsl.language.pipeline import check_pipeline
+
+    resolved, _ = check_pipeline(name, overrides)
+    return resolved is not None and any(isinstance(c, dict) and c.get("type") == "init_checkpoint"
+                                        for c in resolved.get("callbacks") or [])
 
 
 def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summaries: dict[str, list[Any]],
