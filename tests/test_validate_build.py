@@ -104,7 +104,10 @@ def detection_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, sub
     tmp_path = tmp_path_factory.mktemp("detection_build")
     (tmp_path / "one_anchor_detector_plugin.py").write_text(DETECTOR_PLUGIN, encoding="utf-8")
     files = [detection_variant(tmp_path, "shipped", None), detection_variant(tmp_path, "mismatch", "one_anchor_detector")]
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "DATA_DIR": str(tmp_path / "missing")}
+    (tmp_path / "data").mkdir()
+    for name in ("train.csv", "eval.csv"):  # there (empty: --build reads no data), or validate warns they are not
+        (tmp_path / "data" / name).touch()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "DATA_DIR": str(tmp_path / "data")}
     done = subprocess.run([sys.executable, "-m", "dsl", "validate", "--build", "--plugin", "one_anchor_detector_plugin",
                            *map(str, files)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     return tmp_path, done
