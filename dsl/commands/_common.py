@@ -31,11 +31,13 @@ CHECKPOINT_HELP = (
 )
 
 
-def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: bool = False) -> dict[str, Any]:
+def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: bool = False,
+                 reads_data: bool = False) -> dict[str, Any]:
     """The resolved pipeline; every located error (and warning) on stderr, exit status 1 on errors.
 
     `starting`: the pipeline is about to run here, so the components' checks of this machine run
-    too (`register(start_checks=...)`: a tracking server that must answer), located like the rest.
+    too (`register(start_checks=...)`: a tracking server that must answer), located like the rest;
+    with `reads_data` (a run, not a sweep's driver), so does `missing_data`.
     """
     from dsl.language.checks import check_before_start
     from dsl.language.diagnostics import is_error
@@ -46,6 +48,8 @@ def load_or_exit(path: str | Path, overrides: Sequence[str] = (), *, starting: b
         _LOADED[:] = [sources]
     if resolved is not None and sources is not None and starting:
         at_start = check_before_start(resolved, sources)
+        if reads_data and not any(is_error(d) for d in at_start):  # the machine's problems first, then the data
+            at_start += missing_data(resolved, sources, "error")
         errors = {d.path for d in at_start if is_error(d)}  # a validate warning the start makes an error: once
         diagnostics = [*(d for d in diagnostics if d.path not in errors or is_error(d)), *at_start]
     for diagnostic in diagnostics:
@@ -88,14 +92,7 @@ def pipeline_or_exit(path: str | Path, overrides: Sequence[str] = (), *, startin
     `starting` a run: the data its workflow reads must be there too (`missing_data`)."""
     from dsl.language.resolved import Pipeline
 
-    resolved = load_or_exit(path, overrides, starting=starting)
-    if starting and _LOADED:
-        missing = missing_data(resolved, _LOADED[0], "error")
-        for diagnostic in missing:
-            click.echo(diagnostic.format_text(), err=True)
-        if missing:
-            sys.exit(1)
-    return Pipeline.from_resolved(resolved)
+    return Pipeline.from_resolved(load_or_exit(path, overrides, starting=starting, reads_data=starting))
 
 
 def checkpoint_option(checkpoint: str | None) -> str | None:

@@ -131,12 +131,14 @@ def command(
             raise click.BadParameter(str(exc), param_hint="--link") from None
     reports: list[tuple[str, list[Diagnostic]]] = []
     summaries: dict[str, list[Any]] = {}
+    restoring = False  # a pipeline with init_checkpoint: its patterns need the network (--build)
     for name, problem in expand_paths(paths):
         if problem is not None:
             reports.append((name, [problem]))
             continue
-        diagnostics = _check(name, overrides, world_size if with_data else None, summaries, with_build, sample,
-                             (world_size, link, step_time) if link is not None else None)
+        diagnostics, resolved = _check(name, overrides, world_size if with_data else None, summaries, with_build,
+                                       sample, (world_size, link, step_time) if link is not None else None)
+        restoring = restoring or _restores(resolved)
         reports.append((name, diagnostics))
     _emit(reports, output_format, summaries if with_data or link is not None else None)
     failed = any(_errors(d) for _, d in reports)
@@ -144,28 +146,26 @@ def command(
         # A trial took "0 errors" for its data too: a missing file or an unknown label is found by --data.
         click.echo(f"(the data was not read: dslrun validate --data {reports[0][0]} checks its files, labels and "
                    "classes too)", err=True)
-        if not with_build and _restores(reports[0][0], overrides):
+        if not with_build and restoring:
             # A trial took "0 errors" for a trainable pattern that matches nothing: that needs the network.
             click.echo(f"(the network was not built: dslrun validate --build {reports[0][0]} matches init_checkpoint's "
                        "checkpoint and patterns with it)", err=True)
     sys.exit(1 if failed else 0)
 
 
-def _restores(name: str, overrides: tuple[str, ...]) -> bool:
-    """Whether the pipeline in `name` starts from a checkpoint (an init_checkpoint callback)."""
-    from dsl.language.pipeline import check_pipeline
-
-    resolved, _ = check_pipeline(name, overrides)
+def _restores(resolved: dict[str, Any] | None) -> bool:
+    """Whether a resolved pipeline starts from a checkpoint (an init_checkpoint callback)."""
     return resolved is not None and any(isinstance(c, dict) and c.get("type") == "init_checkpoint"
                                         for c in resolved.get("callbacks") or [])
 
 
 def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summaries: dict[str, list[Any]],
            build: bool = False, sample: int | None = None,
-           exchange: tuple[int, str, float | None] | None = None) -> list[Diagnostic]:
+           exchange: tuple[int, str, float | None] | None = None) -> tuple[list[Diagnostic], dict[str, Any] | None]:
     """The diagnostics of one file; with a `world_size`, of its data too (its split reports go to `summaries`);
     with `build`, of its network built and traced on zeros; with `exchange` (ranks, link, step time),
-    that network's gradient exchange too (its plan goes to `summaries`)."""
+    that network's gradient exchange too (its plan goes to `summaries`). The resolved pipeline beside
+    them (None when it has errors), for what the command says after."""
     from dsl.language.pipeline import check_pipeline_with_sources
 
     resolved, diagnostics, sources = check_pipeline_with_sources(name, overrides)
@@ -179,9 +179,9 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
     if world_size is None and resolved is not None and sources is not None:
         from dsl.commands._common import missing_data
 
-        return diagnostics + missing_data(resolved, sources, "warning")
+        return diagnostics + missing_data(resolved, sources, "warning"), resolved
     if world_size is None or resolved is None or sources is None:
-        return diagnostics
+        return diagnostics, resolved
     from dsl.commands._common import fail
     from dsl.data_check import check_data
     from dsl.language.errors import DslError
@@ -194,7 +194,7 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
     summaries[name] = summaries.get(name, []) + [(split.summary(resolved["inputter"], world_size, batch), split.to_dict()) for split in splits]
     if scaled is not None and world_size > 1:
         summaries[name].append((scaled.summary(), scaled.to_dict()))
-    return diagnostics + found
+    return diagnostics + found, resolved
 
 
 def _exchange_summary(resolved: dict[str, Any], model: Any, world_size: int, link: str,
