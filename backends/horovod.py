@@ -83,7 +83,7 @@ class HorovodBackend(Backend):
         except ImportError as exc:
             raise DslError(
                 f"runner.backend is horovod but Horovod cannot be imported ({exc}); install it with "
-                "`make install` (builds horovod==0.28.1 against tensorflow-cpu 2.15.1), or run without "
+                "`make install` (builds horovod==0.28.1 against the venv's TensorFlow), or run without "
                 "horovodrun/mpirun and set runner.backend: local"
             ) from None
         if _started_by_plain_mpirun():
@@ -138,16 +138,23 @@ class HorovodBackend(Backend):
         return self.placement.world_size
 
     def wrap_tape(self, tape: Any) -> Any:
+        import tensorflow as tf
+
         hvd = self.hvd
         compression = hvd.Compression.fp16 if self.settings.get("compression") == "fp16" else hvd.Compression.none
         op = {"average": hvd.Average, "sum": hvd.Sum, "adasum": hvd.Adasum}[self.settings.get("op", "average")]
-        return hvd.DistributedGradientTape(
+        distributed = hvd.DistributedGradientTape(
             tape,
             compression=compression,
             op=op,
             gradient_predivide_factor=float(self.settings.get("gradient_predivide_factor", 1.0)),
             num_groups=int(self.settings.get("num_groups", 0)),
         )
+        # Horovod's gradient and allreduce are graph code as written (they run in TensorFlow 1 graphs
+        # too). Called from the train step, AutoGraph converted them anyway, as it does every module
+        # outside TensorFlow's own, which made it the largest part of each rank's start.
+        distributed.gradient = tf.autograph.experimental.do_not_convert(distributed.gradient)
+        return distributed
 
     def broadcast(self, variables: list[Any]) -> None:
         if self.elastic is not None:
@@ -172,7 +179,10 @@ class HorovodBackend(Backend):
         return converted
 
     def average_across_replicas(self, tensors: list[Any]) -> list[Any]:
-        return list(self.hvd.grouped_allreduce(tensors, op=self.hvd.Average, name="dslrun_replica_state"))
+        import tensorflow as tf
+
+        allreduce = tf.autograph.experimental.do_not_convert(self.hvd.grouped_allreduce)  # graph code: see wrap_tape
+        return list(allreduce(tensors, op=self.hvd.Average, name="dslrun_replica_state"))
 
     def sum_across_ranks(self, arrays: list[Any]) -> list[Any]:
         import tensorflow as tf
