@@ -161,9 +161,11 @@ def backend_name_tests(root: Path) -> list[str]:
         for node in ast.walk(ast.parse(text)):
             if not isinstance(node, ast.Compare):
                 continue
-            segment = ast.get_source_segment(text, node) or ""
             names = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            if "backend" in segment.lower() and names & built_in:
+            if not names & built_in:
+                continue  # before the source segment, which splits the whole file again for each comparison
+            segment = ast.get_source_segment(text, node) or ""
+            if "backend" in segment.lower():
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {segment}")
     return found
 
