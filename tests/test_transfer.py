@@ -204,3 +204,21 @@ def test_eval_of_another_run_s_checkpoint_is_printed_not_recorded_in_this_run(se
     assert json.loads(result.stdout)["step"] == 8
     assert f"is not a checkpoint of {other}: the scores are printed, not recorded" in result.stderr, result.stderr
     assert not (other / "metrics.jsonl").exists() and not list(other.glob("*.png"))
+
+
+def test_the_recorded_digest_is_of_the_restored_values_not_of_the_file() -> None:
+    """Trial B10: `best/ckpt-N` and `checkpoints/ckpt-N` (the same weights, one file without the
+    optimizer's state) gave two digests. The digest is of the values restored, in name order."""
+    import numpy as np
+
+    from dsl.callbacks.init_checkpoint import restored_digest
+
+    class Variable:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    kernel, bias = np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros(3, np.float32)
+    one = restored_digest([(Variable("dense/kernel:0"), kernel), (Variable("dense/bias:0"), bias)])
+    assert one == restored_digest([(Variable("dense/bias:0"), bias.copy()), (Variable("dense/kernel:0"), kernel.copy())])
+    assert one != restored_digest([(Variable("dense/kernel:0"), kernel + 1), (Variable("dense/bias:0"), bias)])
+    assert one != restored_digest([(Variable("dense/kernel:0"), kernel.reshape(3, 2)), (Variable("dense/bias:0"), bias)])

@@ -267,15 +267,25 @@ def plan_at_start(model: Any, params: dict[str, Any]) -> tuple[dict[str, str], s
 def _record_origin(model_dir: Any, given: str, path: str, plan: Any) -> None:
     """`init_checkpoint.json` in the run directory: the very file the run started from (`path:`
     names a run directory, whose newest checkpoint changes when that run trains on), with a digest
-    of its index, so the fine-tuned run says which weights it began with."""
-    import hashlib
+    of the values it restored, so the fine-tuned run says which weights it began with."""
     import json
     from pathlib import Path
 
     from dsl.engine.rundir import atomic_write_text
 
-    index = Path(f"{path}.index") if not path.endswith(".h5") else Path(path)
-    digest = hashlib.sha256(index.read_bytes()).hexdigest() if index.is_file() else None
-    record = {"path": given, "checkpoint": str(Path(path).resolve()), "sha256": digest,
+    record = {"path": given, "checkpoint": str(Path(path).resolve()), "sha256": restored_digest(plan.assignments),
               "restored": len(plan.assignments), "head_reset": list(plan.head_reset), "skipped": list(plan.skipped)}
     atomic_write_text(Path(model_dir) / "init_checkpoint.json", json.dumps(record, indent=1) + "\n")
+
+
+def restored_digest(assignments: list[tuple[Any, Any]]) -> str:
+    """sha256 of the restored variables' names, shapes and values, in name order: the same for two
+    files that hold the same weights (a run's `best/ckpt-N` and `checkpoints/ckpt-N` differ in
+    bytes, one holding the optimizer's state too: trial B10 read two digests as two weights)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, value in sorted((variable.name, value) for variable, value in assignments):
+        digest.update(f"{name} {value.dtype} {value.shape}\n".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
