@@ -228,6 +228,31 @@ def test_a_head_restored_from_a_run_of_other_classes_is_a_warning(tmp_path: Path
     assert result.returncode == 0 and "warning" not in result.stdout, result.stdout
 
 
+def test_a_head_restored_for_the_same_classes_from_other_data_is_a_warning(tmp_path: Path) -> None:
+    """Trial B11: a pipeline extending the base inherited its classes; digits 5-9 labelled 0-4 trained,
+    predicted and exported as the base's names (zero..four) with nothing said. The same classes on
+    the same train file (a longer run of the same task) say nothing."""
+    prefix = _run_trained_on(tmp_path / "base", ["five", "six", "seven"])
+    for folder in ("old", "new"):
+        (tmp_path / folder).mkdir()
+        for name in ("train.csv", "eval.csv"):
+            (tmp_path / folder / name).touch()
+    (tmp_path / "base" / "pipeline.yaml").write_text(
+        f"inputter: {{type: image_classification_csv, train: {tmp_path / 'old' / 'train.csv'}, classes: [five, six, seven]}}\n")
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (f":15:11: warning: callbacks[0].path: {tmp_path / 'base'} was trained on other data "
+            f"({tmp_path / 'old' / 'train.csv'}) with the classes this pipeline names (inputter.classes, "
+            f"{tmp_path / 'p.yaml'}:") in result.stdout, result.stdout
+    assert "so this data's labels keep that run's meaning (label 0 is 'five')" in result.stdout
+    assert "set reset_head: true and inputter.classes to their names" in result.stdout
+    (tmp_path / "base" / "pipeline.yaml").write_text(
+        "inputter: {type: image_classification_csv, train: new/train.csv, classes: [five, six, seven]}\n")
+    result = validate_without_tensorflow(tmp_path / "p.yaml")  # the same file, relative as here: nothing to say
+    assert result.returncode == 0 and "warning" not in result.stdout, result.stdout
+
+
 @pytest.mark.slow
 def test_eval_refuses_a_checkpoint_trained_on_other_classes(tmp_path: Path) -> None:
     """Trial B8: `eval --checkpoint` of the digits 0-4 run scored it on digits 5-9 (0.17) without a

@@ -19,6 +19,7 @@ graph, no values): a file TensorFlow cannot read is an error. With a built model
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -114,13 +115,41 @@ def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPat
         return []
     run = run_of(callback["path"])
     theirs = trained_classes(run) if run is not None else None
-    if not theirs or len(theirs) != len(classes) or theirs == classes:
+    if run is None or not theirs or len(theirs) != len(classes):
         return []
     shown = ", ".join(theirs[:8]) + (", ..." if len(theirs) > 8 else "")
+    if theirs == classes:
+        return _same_classes_other_data(run, shown, pipeline, where, sources)
     return [Diagnostic.at(sources.locate(where), where, (
         f"{run} was trained on other classes ({shown}), as many as this pipeline's, so its head (classifier) is "
         "restored and training starts from the old task's; set reset_head: true for a new task, or reset_head: false "
         "to keep the old head on purpose"), "warning")]
+
+
+def _same_classes_other_data(run: Path, shown: str, pipeline: dict[str, Any], where: JsonPath,
+                             sources: SourceMap) -> list[Diagnostic]:
+    """The head restored for the same class names but other train data: a pipeline that `extends`
+    the base inherits its `classes`, and labels written as indices take those names whatever they
+    mean (trial B11: digits 5-9 labelled 0-4 were trained, predicted and exported as zero..four)."""
+    from dsl.engine.checkpoint_paths import trained_section
+
+    def files(value: Any) -> list[str]:
+        listed = value if isinstance(value, list) else [value]
+        return sorted(os.path.realpath(str(item)) for item in listed if isinstance(item, str))
+
+    ours = files((pipeline.get("inputter") or {}).get("train"))
+    before = files((trained_section(run, "inputter") or {}).get("train"))
+    if not ours or not before or ours == before:
+        return []
+    written = ""
+    if ("inputter", "classes") in sources.entries:
+        classes_at = sources.locate(("inputter", "classes"))
+        written = f" (inputter.classes, {classes_at.file}:{classes_at.line})"
+    return [Diagnostic.at(sources.locate(where), where, (
+        f"{run} was trained on other data ({', '.join(before[:2])}) with the classes this pipeline names{written}: "
+        f"{shown}; its head (classifier) is restored, so this data's labels keep that run's meaning (label 0 is "
+        f"{shown.split(', ')[0]!r}). If they mean other classes, set reset_head: true and inputter.classes to their "
+        "names; set reset_head: false to keep the head on purpose"), "warning")]
 
 
 def _patterns(callback: dict[str, Any], base: JsonPath, sources: SourceMap) -> list[Diagnostic]:
