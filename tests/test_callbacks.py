@@ -336,6 +336,24 @@ def test_val_speed_and_val_basic(tmp_path, capsys):
     assert lines[-1] == "best val accuracy 0.7000 at step 4"
 
 
+def test_val_basic_says_when_the_score_was_still_rising_at_the_end(tmp_path, capsys):
+    """Trial A11: a detector ended at mAP 0.28 after 12 epochs (0.71 after 30) with no word that it
+    was still learning. Three val scores in a row each above the one before: said, with the length
+    key; a score that fell back once, or a run that stopped early, says nothing."""
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=4, steps_per_epoch=2)
+    runner.run([make("val_basic")], TRAIN, sequence("map", [0.1, 0.21, 0.25, 0.28], loss=0.5))
+    assert capsys.readouterr().err.splitlines() == [
+        "dslrun: val/map rose 0.2100 -> 0.2500 -> 0.2800 over the last 3 val phases: the run likely ended before its "
+        "best; raise runner.max_epochs (4) and run it again, and it continues from its last checkpoint"]
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=4, steps_per_epoch=2)
+    runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.5, 0.7, 0.6, 0.8], loss=0.25))
+    assert "rose" not in capsys.readouterr().err
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=4, steps_per_epoch=2)
+    runner.stop_reason = "early_stopping: val/loss did not improve"
+    runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.5, 0.6, 0.7, 0.8], loss=0.25))
+    assert "rose" not in capsys.readouterr().err
+
+
 def test_progress_throttles_plain_lines_when_stderr_is_not_a_tty(tmp_path, capsys):
     clock = iter(range(100))
     hook = make("progress", refresh_seconds=3)
@@ -697,6 +715,25 @@ def test_init_checkpoint_refuses_what_would_silently_train_the_wrong_thing(tf, t
     assert not any(loaded(target, source).values())
     make("init_checkpoint", path=prefix, trainable=["head"], reset_head=False).before_run(runner)
     assert all(loaded(target, source).values())
+
+
+def test_a_checkpoint_that_would_restore_nothing_is_an_error_even_with_allow_missing(tf, tmp_path):
+    """Trial B11: an MLP's checkpoint for a ResNet shared only the head's name; with allow_missing
+    (which the error had suggested) the run restored 0 variables and trained on a random backbone."""
+    tf.keras.utils.set_random_seed(3)
+    inputs = tf.keras.Input((4, 4, 1))
+    hidden = tf.keras.layers.Dense(5, name="hidden")(tf.keras.layers.Flatten(name="flatten")(inputs))
+    mlp = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="classifier")(hidden))
+    prefix = dslrun_checkpoint(tf, tmp_path / "mlp", mlp)
+    target = tiny_model(tf, seed=2)  # conv, norm, classifier: the head is 2 x 3 here, 5 x 3 there
+    runner = FakeRunner(tmp_path / "run", model=target)
+    before = [w.numpy().copy() for w in target.weights]
+    for accepting in ({}, {"allow_missing": True, "allow_unexpected": True}):
+        with pytest.raises(DslError, match=r"would restore nothing: none of the model's 6 variables to restore is in it "
+                                           r"\(only classifier/kernel, classifier/bias, which are reset or skipped, share "
+                                           r"a name\), so it was saved from another network"):
+            make("init_checkpoint", path=prefix, **accepting).before_run(runner)
+    assert all((w.numpy() == b).all() for w, b in zip(target.weights, before))
 
 
 def test_init_checkpoint_of_another_network_is_an_error_naming_both_sides(tf, tmp_path, capsys):

@@ -112,6 +112,7 @@ def plan_restore(model: tf.keras.Model, stored: dict[str, np.ndarray], path: str
     plan.missing = [n for n in load if n not in stored]
     # A skip entry may name the file's own variables too: those are not unexpected.
     plan.unexpected = [n for n in stored if n not in variables and not any(s.search(n) for s in skip)]
+    _check_restores_something(plan, load, stored, both)
     _check_accepted(plan, params, both)
     _check_trainable_head(plan, model, params)
     plan.assignments = [(variables[n], stored[n]) for n in load if n in stored]
@@ -156,6 +157,20 @@ def _check_shapes(load: list[str], variables: dict[str, tf.Variable], stored: di
         raise DslError(
             f"init_checkpoint: shapes differ from {path!r}: {details}{more}; add a pattern matching these "
             f"variables to init_checkpoint.skip to keep their fresh values, e.g. skip: ['^{wrong[0].split('/')[0]}/']"
+        )
+
+
+def _check_restores_something(plan: RestorePlan, load: list[str], stored: dict[str, np.ndarray], both: str) -> None:
+    """A file that gives the model no value at all: allow_missing would have let it through, every
+    variable fresh and `restored 0 variables` the only word (trial B11: an MLP's checkpoint for a
+    ResNet, whose heads alone shared a name)."""
+    if load and len(plan.missing) == len(load):
+        shared = [n for n in plan.head_reset + plan.skipped if n in stored]
+        beside = f" (only {listing(shared)}, which are reset or skipped, share a name)" if shared else ""
+        raise DslError(
+            f"init_checkpoint: {plan.path!r} would restore nothing: none of the model's {len(load)} variables to "
+            f"restore is in it{beside}, so it was saved from another network, and allow_missing would only leave "
+            f"every one at its initial value; give a checkpoint of this network; {both}"
         )
 
 
