@@ -118,12 +118,17 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
             add(Diagnostic.at(item.where, report.key, f"{why}; fix or remove it{hint}"))
 
     reservoir = Reservoir(sample) if sample is not None else None
-    seen_problems: set[str] = set()
+    # A problem repeated word for word (98 rows of a label the classes lack: trial A11) is shown at its
+    # first place, with how many more there are.
+    seen_problems: dict[str, list[Any]] = {}  # message -> [its diagnostic (None past MAX_REPORTED), times seen]
     for item, facts in inspected(split.items, reservoir):
         if isinstance(item, Problem):
-            if item.message not in seen_problems:
-                seen_problems.add(item.message)
+            if item.message in seen_problems:
+                seen_problems[item.message][1] += 1
+            else:
+                shown = len(found)
                 add(_located(item, report.mode, sources))
+                seen_problems[item.message] = [found[shown] if len(found) > shown else None, 1]
         elif facts is SAMPLED:
             report.count(item, None)
         elif isinstance(facts, str):
@@ -139,6 +144,9 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
                 unusable(item, facts)
             elif facts is not None:
                 report.count_facts(facts, item.origin)
+    for diagnostic, times in seen_problems.values():
+        if diagnostic is not None and times > 1:
+            diagnostic.message += f" ({times - 1} more like it in this split)"
     if extra:
         found.append(_at_yaml(sources, ("inputter", report.mode),
                               f"{extra} more problems in this split (the first {MAX_REPORTED} are shown)", "error"))
