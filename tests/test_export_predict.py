@@ -175,6 +175,21 @@ def test_predict_names_a_missing_or_broken_image_in_one_line(trained: Path, tmp_
     ]
 
 
+def test_predict_reads_the_images_of_a_folder(trained: Path, tmp_path: Path) -> None:
+    """Trial B11: `predict pipeline.yaml val/five/` was refused; a folder stands for its image files,
+    by name (not its subfolders), and one without any is a one-line error."""
+    files = images(trained)
+    listed = invoke("predict", str(trained), *map(str, files))
+    folder = invoke("predict", str(trained), str(files[0].parent))
+    assert listed.exit_code == folder.exit_code == 0, folder.output
+    assert folder.stdout == listed.stdout and len(folder.stdout.splitlines()) == len(files)
+    (tmp_path / "notes.txt").write_text("no image here")
+    empty = invoke("predict", str(trained), str(tmp_path))
+    assert empty.exit_code == 1 and empty.stderr.splitlines() == [
+        f"dslrun: error: {tmp_path} is a folder with no image file in it (.png, .jpg, .jpeg, .bmp, .gif; subfolders "
+        "are not read); name image files, or a folder that holds them"], empty.output
+
+
 def test_eval_of_a_mode_without_data_says_so_before_reading_a_checkpoint(tmp_path: Path) -> None:
     """It loaded the checkpoint (seconds) before saying there was no test data; the pipeline alone
     says it, and no run directory is needed for that."""

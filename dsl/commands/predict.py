@@ -30,7 +30,7 @@ from dsl.language.resolved import Pipeline
 @user_errors
 def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], overrides: tuple[str, ...],
             checkpoint: str | None, out: str | None, **modeler_options: Any) -> None:
-    """Predict each INPUT (an image file; a text file of one input per line) with FILE's trained model.
+    """Predict each INPUT (an image file, or a folder of them; a text file of one input per line) with FILE's trained model.
 
     Every INPUT is checked before any prediction: each missing or broken file is one line,
     `dslrun: error: cannot read image PATH: REASON`, and exit status 1.
@@ -42,7 +42,7 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
     pipeline = pipeline_or_exit(path, overrides)
     checkpoint = checkpoint_option(checkpoint)
     options = for_modeler(pipeline.modeler.type, modeler_options, click.get_current_context())
-    _check_inputs(inputs, pipeline)
+    inputs = _check_inputs(inputs, pipeline)
     from dsl.commands._training import restored_runner  # dsl.engine quiets TensorFlow's C++ start-up lines
 
     runner = restored_runner(pipeline, checkpoint)
@@ -68,19 +68,43 @@ def command(path: str, inputs: tuple[str, ...], texts: tuple[str, ...], override
         click.echo(json.dumps(runner.modeler.record(source, numbers, _numpy(features), options)))
 
 
-def _check_inputs(inputs: tuple[str, ...], pipeline: Pipeline) -> None:
-    """Exit with one line per INPUT that is missing or clearly unreadable, before TensorFlow
-    starts: an image inputter's files must look like images, a text inputter's be UTF-8 text."""
+def _check_inputs(inputs: tuple[str, ...], pipeline: Pipeline) -> tuple[str, ...]:
+    """The INPUTs, a folder given to an image pipeline standing for its image files (trial B11
+    expected `predict pipeline.yaml val/five/` to work). Exit with one line per INPUT that is
+    missing or clearly unreadable, before TensorFlow starts: an image inputter's files must look
+    like images, a text inputter's be UTF-8 text."""
     from dsl.language.registry import lookup
 
     component = lookup("inputter", pipeline.inputter.type)
     features = component.batch[0] if component.batch else "image"
+    if features == "image":
+        inputs = tuple(path for item in inputs for path in _images_in(item))
     problems = [(item, _problem(item, features)) for item in inputs]
     bad = [(item, problem) for item, problem in problems if problem]
     for item, problem in bad:
         echo_err(f"dslrun: error: cannot read {'image' if features == 'image' else 'file'} {item}: {problem}")
     if bad:
         sys.exit(1)
+    return inputs
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+
+
+def _images_in(item: str) -> list[str]:
+    """`item`, or the image files of the folder `item` (not its subfolders), sorted by name."""
+    from pathlib import Path
+
+    from dsl.language.errors import DslError
+
+    folder = Path(item)
+    if not folder.is_dir():
+        return [item]
+    images = sorted(str(path) for path in folder.iterdir() if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES)
+    if not images:
+        raise DslError(f"{item} is a folder with no image file in it ({', '.join(IMAGE_SUFFIXES)}; subfolders are not "
+                       "read); name image files, or a folder that holds them")
+    return images
 
 
 def _problem(path: str, features: str) -> str | None:
