@@ -7,6 +7,7 @@ shard, cut before shuffling (the inputter's contract).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,32 @@ def epoch_seed(seed: Any, epoch: Any) -> Any:
     """The seed of one epoch's order and augmentation: a Python int for an int epoch, an
     int64 tensor for a tensor one (the same value either way)."""
     return (seed * 1_000_003 + epoch * 7_919) % (2**31 - 1)
+
+
+def built_as_if_eager(build: Callable[..., Dataset]) -> Callable[..., Dataset]:
+    """`build` (a `flat_map` function that builds a dataset) run with AutoGraph as where an eval
+    dataset is built, outside any function: the inputter's Python, which only builds a pipeline,
+    runs as written, and each function it maps is converted.
+
+    Inside `flat_map`, AutoGraph converted the inputter's whole Python (every module outside
+    TensorFlow's own) to build what runs the same unconverted: half of AutoGraph's time at a
+    process's start (docs/benchmarks.md, P5). So `build` is marked not to be converted, and the
+    status a map's function is converted under, which that marking sets to "disabled", is put
+    back. TensorFlow has no public API for that status: without the module that holds it,
+    `build` is returned as it was, converted as before.
+    """
+    try:
+        import tensorflow as tf
+        from tensorflow.python.autograph.core import ag_ctx
+    except ImportError:  # pragma: no cover - a TensorFlow that moved it
+        return build
+
+    @functools.wraps(build)
+    def as_if_eager(*args: Any) -> Dataset:
+        with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.UNSPECIFIED):
+            return build(*args)
+
+    return tf.autograph.experimental.do_not_convert(as_if_eager)  # type: ignore[no-any-return]
 
 
 def takes_skip(inputter: Inputter) -> bool:
@@ -66,6 +93,7 @@ class DataFeed:
         def dataset_fn() -> Dataset:
             import tensorflow as tf
 
+            @built_as_if_eager
             def one_epoch(number: Any) -> Dataset:
                 options: dict[str, Any] = {}
                 steps: Any = steps_per_epoch
