@@ -119,14 +119,14 @@ def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPat
         return []
     shown = ", ".join(theirs[:8]) + (", ..." if len(theirs) > 8 else "")
     if theirs == classes:
-        return _same_classes_other_data(run, shown, pipeline, where, sources)
+        return _same_classes_other_data(run, theirs, pipeline, where, sources)
     return [Diagnostic.at(sources.locate(where), where, (
         f"{run} was trained on other classes ({shown}), as many as this pipeline's, so its head (classifier) is "
         "restored and training starts from the old task's; set reset_head: true for a new task, or reset_head: false "
         "to keep the old head on purpose"), "warning")]
 
 
-def _same_classes_other_data(run: Path, shown: str, pipeline: dict[str, Any], where: JsonPath,
+def _same_classes_other_data(run: Path, classes: list[str], pipeline: dict[str, Any], where: JsonPath,
                              sources: SourceMap) -> list[Diagnostic]:
     """The head restored for the same class names but other train data: a pipeline that `extends`
     the base inherits its `classes`, and labels written as indices take those names whatever they
@@ -145,10 +145,11 @@ def _same_classes_other_data(run: Path, shown: str, pipeline: dict[str, Any], wh
     if ("inputter", "classes") in sources.entries:
         classes_at = sources.locate(("inputter", "classes"))
         written = f" (inputter.classes, {classes_at.file}:{classes_at.line})"
+    shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
     return [Diagnostic.at(sources.locate(where), where, (
         f"{run} was trained on other data ({', '.join(before[:2])}) with the classes this pipeline names{written}: "
         f"{shown}; its head (classifier) is restored, so this data's labels keep that run's meaning (label 0 is "
-        f"{shown.split(', ')[0]!r}). If they mean other classes, set reset_head: true and inputter.classes to their "
+        f"{classes[0]!r}). If they mean other classes, set reset_head: true and inputter.classes to their "
         "names; set reset_head: false to keep the head on purpose"), "warning")]
 
 

@@ -14,6 +14,7 @@ an image folder, the YAML value of a setting. No TensorFlow.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -120,15 +121,16 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
     reservoir = Reservoir(sample) if sample is not None else None
     # A problem repeated word for word (98 rows of a label the classes lack: trial A11) is shown at its
     # first place, with how many more there are.
-    seen_problems: dict[str, list[Any]] = {}  # message -> [its diagnostic (None past MAX_REPORTED), times seen]
+    first: dict[str, Diagnostic | None] = {}  # a message's diagnostic (None when past MAX_REPORTED)
+    repeats: Counter[str] = Counter()
     for item, facts in inspected(split.items, reservoir):
         if isinstance(item, Problem):
-            if item.message in seen_problems:
-                seen_problems[item.message][1] += 1
+            if item.message in first:
+                repeats[item.message] += 1
             else:
-                shown = len(found)
-                add(_located(item, report.mode, sources))
-                seen_problems[item.message] = [found[shown] if len(found) > shown else None, 1]
+                diagnostic = _located(item, report.mode, sources)
+                add(diagnostic)
+                first[item.message] = diagnostic if any(shown is diagnostic for shown in found) else None
         elif facts is SAMPLED:
             report.count(item, None)
         elif isinstance(facts, str):
@@ -144,9 +146,10 @@ def _check_split(split: Split, report: SplitReport, inputter: dict[str, Any], so
                 unusable(item, facts)
             elif facts is not None:
                 report.count_facts(facts, item.origin)
-    for diagnostic, times in seen_problems.values():
-        if diagnostic is not None and times > 1:
-            diagnostic.message += f" ({times - 1} more like it in this split)"
+    for message, more in repeats.items():
+        shown = first[message]
+        if shown is not None:
+            shown.message += f" ({more} more like it in this split)"
     if extra:
         found.append(_at_yaml(sources, ("inputter", report.mode),
                               f"{extra} more problems in this split (the first {MAX_REPORTED} are shown)", "error"))
