@@ -341,3 +341,17 @@ def test_a_passing_plain_validate_of_a_fine_tune_points_at_build(tmp_path: Path)
         "callbacks:\n  - type: init_checkpoint\n    path: " + str(tmp_path / "base") + "\n    skip: [head]\n", ""))
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "q.yaml")], catch_exceptions=False)
     assert result.exit_code == 0 and "network was not built" not in result.stderr, result.output
+
+
+def test_a_checkpoint_named_beside_its_folder_gets_the_path_that_holds_it(tmp_path: Path) -> None:
+    """Trial B11 wrote `runs/ft59/ckpt-90` for `runs/ft59/checkpoints/ckpt-90`: the error says which."""
+    from dsl.engine.checkpoint_paths import given_checkpoint
+    from dsl.language.errors import DslError
+
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "ckpt-90.index").write_bytes(b"")
+    with pytest.raises(DslError, match=rf"--checkpoint {tmp_path / 'run' / 'ckpt-90'}: no such checkpoint .*; did you "
+                                       rf"mean {tmp_path / 'run' / 'checkpoints' / 'ckpt-90'}\?$"):
+        given_checkpoint(str(tmp_path / "run" / "ckpt-90"), "--checkpoint")
+    with pytest.raises(DslError, match=r"no such checkpoint \(expected a directory or a prefix with .*ckpt-91.index\)$"):
+        given_checkpoint(str(tmp_path / "run" / "ckpt-91"), "--checkpoint")

@@ -32,7 +32,20 @@ def given_checkpoint(path: str, option: str) -> str:
     prefix = _FILE.sub("", path)
     if Path(f"{prefix}.index").exists():
         return prefix
-    raise DslError(f"{option} {path}: no such checkpoint (expected a directory or a prefix with {prefix}.index)")
+    raise DslError(f"{option} {path}: no such checkpoint (expected a directory or a prefix with {prefix}.index)"
+                   f"{_same_name_nearby(prefix)}")
+
+
+def _same_name_nearby(prefix: str) -> str:
+    """`; did you mean RUN/checkpoints/ckpt-90?` when a run's folders hold a checkpoint of the name
+    given beside them (trial B11 wrote runs/ft59/ckpt-90 for runs/ft59/checkpoints/ckpt-90)."""
+    given = Path(prefix)
+    for run in (given.parent, given.parent.parent):
+        for folder in ("checkpoints", "best"):
+            candidate = run / folder / given.name
+            if candidate != given and Path(f"{candidate}.index").exists():
+                return f"; did you mean {candidate}?"
+    return ""
 
 
 def run_of(checkpoint: str) -> Path | None:
