@@ -198,7 +198,10 @@ class InitCheckpoint(Callback):
         from dsl.callbacks._freeze import freeze_batch_norm
 
         frozen = freeze_batch_norm(runner.model)
-        runner.print(f"init_checkpoint: froze {len(frozen)} batch normalisation layers (freeze_batch_norm)")
+        # Trial B11: 0.39 with it, 0.96 without, and nothing at the run said it could be the cause.
+        runner.print(f"init_checkpoint: froze {len(frozen)} batch normalisation layers (freeze_batch_norm): they "
+                     "normalise with the base data's statistics, which fit only images like the base's; if val "
+                     "stays low, compare a run without it (docs/transfer-learning.md, Batch normalisation)")
 
     def _load(self, runner: Any) -> None:
         from dsl.callbacks._pretrained import read_stored, resolve
