@@ -115,7 +115,11 @@ def test_foreign_checkpoint_wrong_head_name_and_trainable_with_the_old_head_are_
                        network="mlp, hidden_units: [8]")
     result = dslrun(str(foreign), check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "2 variables of the model are not in" in result.stderr and "hidden_1/kernel, hidden_1/bias" in result.stderr
+    # Only the heads share a name (reset: another shape), so nothing would be restored, which allow_missing
+    # (the fix the error used to suggest) would have let through as "restored 0 variables" (trial B11).
+    assert "would restore nothing: none of the model's 2 variables to restore is in it (only logits/kernel, " \
+           "logits/bias, which are reset or skipped, share a name)" in result.stderr, result.stderr
+    assert "allow_missing would only leave every one at its initial value" in result.stderr
     assert "the model's variables: hidden_1/kernel" in result.stderr and "the file's: conv_1/kernel" in result.stderr
 
     wrong_head = finetune(setup, "wrong_head", f"{{type: init_checkpoint, path: {setup['base_run']}, skip: ['^logit/']}}")
