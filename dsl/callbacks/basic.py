@@ -74,7 +74,8 @@ class TrainBasic(Callback):
     aliases=("eval_basic",),  # its former name, before it matched the workflow's `val`
     params={},
     description=(
-        "Print one line with every validation output after each validation phase, and the best accuracy so far."
+        "Print one line with every validation output after each validation phase, and the best accuracy so far; "
+        "at the end, say when the task's score was still rising over the last 3 phases."
     ),
     unique=True,
 )
