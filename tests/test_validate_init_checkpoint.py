@@ -253,6 +253,41 @@ def test_a_head_restored_for_the_same_classes_from_other_data_is_a_warning(tmp_p
     assert result.returncode == 0 and "warning" not in result.stdout, result.stdout
 
 
+FOLDERS = PIPELINE.replace("  type: synthetic\n  image_shape: [8, 8, 3]\n", "  type: image_folder\n  train: "
+                           "{train}\n  image_shape: [8, 8, 3]\n  num_classes: 3\n")
+
+
+def _class_folders(root: Path, names: list[str]) -> Path:
+    for name in names:
+        (root / name).mkdir(parents=True)
+    return root
+
+
+def test_a_head_restored_onto_other_class_folders_is_a_warning(tmp_path: Path) -> None:
+    """Trial B12: image_folder in both pipelines with `classes` null, the names from the sub-folders
+    (digits 0-2 for the base, 5-7 here): the base head was restored onto the new classes with no
+    word. Plain validate reads both sides' folder names; the same folders say nothing."""
+    base = _class_folders(tmp_path / "digits_0_2", ["0", "1", "2"])
+    new = _class_folders(tmp_path / "digits_5_7", ["5", "6", "7"])
+    prefix = _run_trained_on(tmp_path / "base", [])
+    (tmp_path / "base" / "pipeline.yaml").write_text(
+        f"inputter: {{type: image_folder, train: {base}, num_classes: 3, classes: null}}\n")
+    (tmp_path / "p.yaml").write_text(FOLDERS.format(train=new, path=prefix, skip="[]"))
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"warning: callbacks[0].path: {tmp_path / 'base'} was trained on other classes (0, 1, 2), as many as " \
+           "this pipeline's, so its head (classifier) is restored" in result.stdout, result.stdout
+    # Folders named alike on other data: the same-names-other-data warning, saying where the names come from.
+    same = _class_folders(tmp_path / "other_0_2", ["0", "1", "2"])
+    (tmp_path / "p.yaml").write_text(FOLDERS.format(train=same, path=prefix, skip="[]"))
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert f"was trained on other data ({base}) with the classes this pipeline names (the sub-folder names of its " \
+           "data, as inputter.classes is null): 0, 1, 2" in result.stdout, result.stdout
+    (tmp_path / "p.yaml").write_text(FOLDERS.format(train=base, path=prefix, skip="[]"))  # a longer run of the same task
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert result.returncode == 0 and "warning" not in result.stdout, result.stdout
+
+
 @pytest.mark.slow
 def test_eval_refuses_a_checkpoint_trained_on_other_classes(tmp_path: Path) -> None:
     """Trial B8: `eval --checkpoint` of the digits 0-4 run scored it on digits 5-9 (0.17) without a
@@ -269,6 +304,17 @@ def test_eval_refuses_a_checkpoint_trained_on_other_classes(tmp_path: Path) -> N
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert f"dslrun: error: --checkpoint {prefix}: it was trained by {tmp_path / 'base'} on other classes (zero, " \
                "one, two), not this pipeline's (five, six, seven)" in result.stderr, result.stderr
+
+    # Trial B12: both sides' class names from their sub-folders (image_folder, classes null).
+    old, new = _class_folders(tmp_path / "old", ["0", "1", "2"]), _class_folders(tmp_path / "digits", ["5", "6", "7"])
+    (tmp_path / "base" / "pipeline.yaml").write_text(f"inputter: {{type: image_folder, train: {old}, num_classes: 3}}\n")
+    (tmp_path / "p.yaml").write_text(FOLDERS.format(train=new, path=prefix, skip="[head]").replace(
+        "  max_epochs: 1\n", f"  max_epochs: 1\n  model_dir: {tmp_path / 'mine'}\n"))
+    result = subprocess.run([sys.executable, "-m", "dsl", "predict", str(tmp_path / "p.yaml"), "--checkpoint", prefix,
+                             str(tmp_path / "x.png")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"it was trained by {tmp_path / 'base'} on other classes (0, 1, 2), not this pipeline's (5, 6, 7)" \
+           in result.stderr, result.stderr
 
 
 def test_a_checkpoint_of_another_network_type_is_a_warning_at_plain_validate(tmp_path: Path) -> None:

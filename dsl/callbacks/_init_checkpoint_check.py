@@ -109,9 +109,12 @@ def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPat
     classes: a trial's digits 5-9 started from the digits 0-4 classifier with only "restored 107
     variables" said. Set reset_head either way and nothing is said."""
     from dsl.engine.checkpoint_paths import run_of, trained_classes
+    from dsl.language.rules import declared_classes
 
-    classes = (pipeline.get("inputter") or {}).get("classes")
-    if callback.get("reset_head") is not None or "head" in (callback.get("skip") or []) or not isinstance(classes, list):
+    if callback.get("reset_head") is not None or "head" in (callback.get("skip") or []):
+        return []
+    classes = declared_classes(pipeline.get("inputter") or {})
+    if classes is None:
         return []
     run = run_of(callback["path"])
     theirs = trained_classes(run) if run is not None else None
@@ -141,10 +144,13 @@ def _same_classes_other_data(run: Path, classes: list[str], pipeline: dict[str, 
     before = files((trained_section(run, "inputter") or {}).get("train"))
     if not ours or not before or ours == before:
         return []
+    inputter = pipeline.get("inputter") or {}
     written = ""
-    if ("inputter", "classes") in sources.entries:
+    if isinstance(inputter.get("classes"), list) and ("inputter", "classes") in sources.entries:
         classes_at = sources.locate(("inputter", "classes"))
         written = f" (inputter.classes, {classes_at.file}:{classes_at.line})"
+    elif not isinstance(inputter.get("classes"), list):
+        written = " (the sub-folder names of its data, as inputter.classes is null)"
     shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
     return [Diagnostic.at(sources.locate(where), where, (
         f"{run} was trained on other data ({', '.join(before[:2])}) with the classes this pipeline names{written}: "

@@ -74,8 +74,10 @@ def restored_runner(pipeline: Pipeline, checkpoint: str | None) -> Runner:
         checkpoint = best_model_dir(Path(pipeline.runner.model_dir))
     elif checkpoint is not None and Path(pipeline.runner.model_dir).resolve() not in Path(checkpoint).resolve().parents:
         from dsl.engine.checkpoint_paths import other_task
+        from dsl.language.rules import declared_classes
 
-        classes = pipeline.inputter.arguments().get("classes") or []  # another run's: its classes were its task's
+        inputter = {**pipeline.inputter.arguments(), "type": pipeline.inputter.type}
+        classes = declared_classes(inputter) or []  # another run's: its classes were its task's
         problem = other_task(checkpoint, classes)
         if problem:
             raise DslError(f"--checkpoint {checkpoint}: {problem}, not this pipeline's ({', '.join(classes[:10])}"

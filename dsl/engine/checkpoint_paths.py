@@ -82,9 +82,10 @@ def _stored_pipeline(path: str, mtime_ns: int) -> Any:
 
 
 def trained_classes(run: Path) -> list[str] | None:
-    """The class names the run in `run` declared (its pipeline.yaml's inputter.classes), if any."""
-    classes = (trained_section(run, "inputter") or {}).get("classes")
-    return [str(name) for name in classes] if isinstance(classes, list) else None
+    """The class names the run in `run` declared (its pipeline.yaml's inputter), if any."""
+    from dsl.language.rules import declared_classes
+
+    return declared_classes(trained_section(run, "inputter") or {})
 
 
 def other_task(checkpoint: str, classes: list[str] | None) -> str | None:

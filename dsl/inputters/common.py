@@ -222,6 +222,22 @@ def expand_globs(values: list[str], key: str) -> list[Path]:
     return files
 
 
+def folder_class_names(params: dict[str, Any]) -> dict[str, Any]:
+    """The registered `facts` of an inputter whose classes are sub-folders (image_folder,
+    text_folder) when `classes` is null: the sorted sub-folder names of its first declared mode's
+    folders, as `build` takes them, so that plain `validate` knows the class names too (a trial's
+    base head was restored onto other classes without a word when both pipelines named none).
+    Nothing when the folders are not there (validate warns of those elsewhere)."""
+    if params.get("classes"):
+        return {}
+    dirs = next((as_list(params[mode]) for mode in MODES if params.get(mode)), [])
+    try:
+        names = sorted({entry.name for folder in dirs for entry in os.scandir(os.path.expanduser(folder)) if entry.is_dir()})
+    except OSError:
+        return {}
+    return {"class_names": names} if names else {}
+
+
 def check_num_classes(found: int, params: dict[str, Any], key: str, what: str) -> None:
     """The data's class count must equal `num_classes`; say which setting to change when not."""
     expected = params["num_classes"]

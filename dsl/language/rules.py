@@ -125,6 +125,21 @@ def declare(pipeline: dict[str, Any], facts: Facts | None = None) -> Declared:
     )
 
 
+def declared_classes(inputter: dict[str, Any]) -> list[str] | None:
+    """The class names an inputter section gives: its `classes` list, else what its type's registered
+    `facts` read (image_folder's sub-folders, as they are now); None when neither names them. For
+    comparing a base run's classes (its saved pipeline) with a fine-tuning pipeline's."""
+    from dsl.language import registry
+    from dsl.language.errors import RegistryError
+
+    try:
+        component = registry.lookup("inputter", str(inputter.get("type")))
+        names = declare({"inputter": inputter}, component.facts).class_names
+    except (RegistryError, KeyError, TypeError, ValueError):  # an unknown type, a section an older version wrote
+        return None
+    return [str(name) for name in names] if names else None
+
+
 def example_spec(batch: tuple[str, str], declared: Declared) -> list[PartSpec] | None:
     """(shape, dtype) of one example's features and targets, from the batch words a component
     declares (`register(batch=...)`, each word registered in dsl.language.facts) and the declared

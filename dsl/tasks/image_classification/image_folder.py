@@ -23,6 +23,7 @@ from dsl.inputters.common import (
     as_list,
     check_num_classes,
     existing_dir,
+    folder_class_names,
     image_shape_param,
     skipped_outputs,
     source_params,
@@ -81,6 +82,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "image_folder",
+    facts=folder_class_names,
     rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsl.engine.contracts import Inputter
-from dsl.inputters.common import MODES, as_list, check_num_classes, existing_dir, source_params
+from dsl.inputters.common import MODES, as_list, check_num_classes, existing_dir, folder_class_names, source_params
 from dsl.inputters.text_files import decoded
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -82,6 +82,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
 @register(
     "inputter",
     "text_folder",
+    facts=folder_class_names,
     rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     required=("num_classes",),
