@@ -171,7 +171,7 @@ def test_predict_names_a_missing_or_broken_image_in_one_line(trained: Path, tmp_
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"dslrun: error: cannot read image {missing}: No such file or directory",
-        f"dslrun: error: cannot read image {broken}: not a PNG or JPEG file",
+        f"dslrun: error: cannot read image {broken}: not a PNG, JPEG, BMP or GIF file",
     ]
 
 

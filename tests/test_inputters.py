@@ -274,6 +274,20 @@ def test_grayscale_rgba_and_jpeg_are_converted_and_resized(tmp_path):
     assert gray.decode_file(str(tmp_path / "photo.jpg")).shape == (4, 4, 1)
 
 
+def test_bmp_and_gif_are_read_in_grey_and_colour_pipelines(tmp_path):
+    """The formats image_folder lists and predict takes: TensorFlow decodes BMP and GIF to 3 channels
+    only, so a 1-channel pipeline failed on them mid-epoch while the header check had let them in."""
+    for name in ("a/grey.bmp", "a/grey.gif", "b/colour.bmp", "b/colour.gif", "b/plain.png"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        Image.fromarray(np.full((6, 5, 3), 120, np.uint8)).save(tmp_path / name)
+    for channels in (1, 3):
+        inputter = build("image_folder", test=str(tmp_path), num_classes=2, image_shape=[4, 4, channels], shuffle_buffer=0)
+        images, labels = everything(inputter.dataset("test"))
+        assert images.shape == (5, 4, 4, channels) and labels.tolist() == [0, 0, 1, 1, 1]
+        np.testing.assert_allclose(images, 120 / 255, atol=0.01)
+        assert inputter.decode_file(str(tmp_path / "a" / "grey.gif")).shape == (4, 4, channels)
+
+
 def test_cache_decodes_each_image_once(tmp_path):
     csv_path = write_csv_set(tmp_path, 6, 2)
     inputter = build("image_classification_csv", train=str(csv_path), num_classes=2, batch_size=4, cache=True)

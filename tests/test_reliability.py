@@ -222,7 +222,7 @@ def corrupt_csv(tmp_path_factory: pytest.TempPathFactory, data: Path) -> Path:
 
 @pytest.mark.parametrize("name, reason", [
     ("missing.png", "No such file or directory"),
-    ("garbage.png", "not a PNG or JPEG file"),
+    ("garbage.png", "not a PNG, JPEG, BMP or GIF file"),
     ("truncated.png", "cannot identify image file"),
 ])
 def test_corrupt_image_names_file_and_csv_line(tmp_path: Path, corrupt_csv: Path, name: str, reason: str) -> None:

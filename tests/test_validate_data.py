@@ -226,7 +226,7 @@ def test_with_skip_corrupt_bad_images_are_warnings_and_not_counted(tmp_path: Pat
     path = pipeline(tmp_path, data, **{"  batch_size: 8": "  batch_size: 8\n  skip_corrupt: true"})
     result = invoke("validate", "--data", str(path))
     assert result.exit_code == 0
-    assert f"warning: inputter.train: image {image}: not a PNG or JPEG file; skip_corrupt leaves it out" in result.stdout
+    assert f"warning: inputter.train: image {image}: not a PNG, JPEG, BMP or GIF file; skip_corrupt leaves it out" in result.stdout
     assert "inputter.train: 59 examples from" in result.stdout and ", 1 more unusable;" in result.stdout
 
 

@@ -88,21 +88,19 @@ def _check_inputs(inputs: tuple[str, ...], pipeline: Pipeline) -> tuple[str, ...
     return inputs
 
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
-
-
 def _images_in(item: str) -> list[str]:
     """`item`, or the image files of the folder `item` (not its subfolders), sorted by name."""
     from pathlib import Path
 
+    from dsl.inputters.files import IMAGE_EXTENSIONS
     from dsl.language.errors import DslError
 
     folder = Path(item)
     if not folder.is_dir():
         return [item]
-    images = sorted(str(path) for path in folder.iterdir() if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES)
+    images = sorted(str(path) for path in folder.iterdir() if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS)
     if not images:
-        raise DslError(f"{item} is a folder with no image file in it ({', '.join(IMAGE_SUFFIXES)}; subfolders are not "
+        raise DslError(f"{item} is a folder with no image file in it ({', '.join(IMAGE_EXTENSIONS)}; subfolders are not "
                        "read); name image files, or a folder that holds them")
     return images
 

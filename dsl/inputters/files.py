@@ -9,6 +9,9 @@ download or copy) lacks it.
 
 from __future__ import annotations
 
+# The image files dslrun reads, by name: what tf.io.decode_image decodes (a GIF's first frame).
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+IMAGE_FORMATS = "PNG, JPEG, BMP or GIF"
 SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
 
 # The marker each format's last chunk carries, looked for in the last KiB (some writers pad after it).
@@ -37,7 +40,7 @@ def bytes_problem(head: bytes, tail: bytes, size: int) -> str | None:
     if not size:
         return "the file is empty"
     if not head.startswith(SIGNATURES):
-        return "not a PNG or JPEG file"
+        return f"not a {IMAGE_FORMATS} file"
     for signature, ending in ENDINGS.items():
         if head.startswith(signature) and ending not in tail:
             return f"truncated (no end marker in its {size} bytes)"

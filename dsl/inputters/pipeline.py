@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from dsl.distributed.scaling import steps_per_epoch
 from dsl.inputters.common import MODES, Listing
-from dsl.inputters.files import SIGNATURES, header_problem
+from dsl.inputters.files import IMAGE_FORMATS, SIGNATURES, header_problem
 from dsl.language.errors import DslError, clean_error
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -50,10 +50,23 @@ def remember_listings(listings: list[Listing]) -> None:
     _LISTINGS[:] = listings
 
 
+def decoded_pixels(contents: tf.Tensor, channels: int) -> tf.Tensor:
+    """An encoded image file (one of `IMAGE_EXTENSIONS`' formats) as float32 (H, W, `channels`) in
+    [0, 1], at its own size. TensorFlow decodes BMP and GIF to 3 channels only: for a 1-channel
+    pipeline those are decoded so and made grey (PNG and JPEG as before, by their own decoder)."""
+    def decode(wanted: int) -> tf.Tensor:
+        return tf.io.decode_image(contents, channels=wanted, expand_animations=False, dtype=tf.float32)
+
+    if channels != 1:
+        return decode(channels)
+    three_only = tf.strings.regex_full_match(tf.strings.substr(contents, 0, 2), "BM|GI")
+    return tf.cond(three_only, lambda: tf.image.rgb_to_grayscale(decode(3)), lambda: decode(1))
+
+
 def decode_image(contents: tf.Tensor, image_shape: tuple[int, int, int]) -> tf.Tensor:
-    """Encoded PNG/JPEG bytes as float32 (H, W, C) in [0, 1] with the static `image_shape`."""
+    """Encoded image bytes as float32 (H, W, C) in [0, 1] with the static `image_shape`."""
     height, width, channels = image_shape
-    image = tf.io.decode_image(contents, channels=channels, expand_animations=False, dtype=tf.float32)
+    image = decoded_pixels(contents, channels)
     image = tf.image.resize(image, [height, width], antialias=True)
     image = tf.clip_by_value(image, 0.0, 1.0)
     image.set_shape([height, width, channels])
@@ -197,7 +210,7 @@ class BaseInputter:
         return facts
 
     def decode_file(self, path: str) -> tf.Tensor:
-        """One PNG/JPEG file as float32 (H, W, C) in [0, 1], resized to `image_shape` (for predict)."""
+        """One image file as float32 (H, W, C) in [0, 1], resized to `image_shape` (for predict)."""
         return decode_image(tf.io.read_file(path), self.image_shape)
 
     def serving_inputs(self) -> list[Any]:
@@ -468,7 +481,7 @@ def _find_undecodable(message: str) -> str:
             if time.monotonic() - started > SCAN_SECONDS:
                 return (f"an image could not be decoded ({message}); the first {checked} listed files look fine, "
                         "so check the rest, e.g. with Pillow")
-    return f"an image could not be decoded: {message}; make sure every image of the data is a valid PNG or JPEG"
+    return f"an image could not be decoded: {message}; make sure every image of the data is a valid {IMAGE_FORMATS} file"
 
 
 def _image_problem(path: str) -> str | None:
@@ -481,7 +494,7 @@ def _image_problem(path: str) -> str | None:
     if not head:
         return "the file is empty"
     if not head.startswith(SIGNATURES):
-        return "not a PNG or JPEG file"
+        return f"not a {IMAGE_FORMATS} file"
     try:
         from PIL import Image
     except ImportError:  # pragma: no cover - pillow comes with the train extra

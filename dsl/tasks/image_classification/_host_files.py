@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from dsl.inputters.files import IMAGE_EXTENSIONS
 from dsl.tasks.image_classification._cifar10_format import BINARY_FOLDER, TEST_FILES, TRAIN_FILES
 
 SAMPLES_PER_CSV = 3  # the first, middle and last image: a wrong folder shows at once, a partial copy often
@@ -66,7 +67,7 @@ def folder_samples(folder: str, count: int = SAMPLES_PER_CSV) -> list[str]:
         classes = sorted(entry.path for entry in os.scandir(folder) if entry.is_dir())
         for class_folder in classes[:count]:
             images = sorted(entry.path for entry in os.scandir(class_folder)
-                            if entry.is_file() and entry.name.lower().endswith((".png", ".jpg", ".jpeg")))
+                            if entry.is_file() and entry.name.lower().endswith(IMAGE_EXTENSIONS))
             picks += images[:1]
     except OSError:
         return []

@@ -28,13 +28,12 @@ from dsl.inputters.common import (
     skipped_outputs,
     source_params,
 )
+from dsl.inputters.files import IMAGE_EXTENSIONS
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import one_per_class
 from dsl.tasks.image_classification._host_files import folder_images
-
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a folder with one sub-folder of images per class", {"type": "string", "minLength": 1}),
@@ -88,7 +87,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     required=("num_classes",),
     outputs=skipped_outputs,
     examples=examples,
-    description="PNG/JPEG images in one sub-folder per class (class index = sorted sub-folder names).",
+    description="Images (PNG, JPEG, BMP, GIF) in one sub-folder per class (class index = sorted sub-folder names).",
     batch=("image", "class"),
     host_files=folder_images,
 )

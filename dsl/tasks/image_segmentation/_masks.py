@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from dsl.inputters.common import Listing
 from dsl.inputters.files import header_problem
-from dsl.inputters.pipeline import ASSERT_MARKER, BaseInputter, remember_listings, slices
+from dsl.inputters.pipeline import ASSERT_MARKER, BaseInputter, decoded_pixels, remember_listings, slices
 
 
 class SegmentationInputter(BaseInputter):
@@ -62,8 +62,7 @@ class SegmentationInputter(BaseInputter):
         where = tf.strings.join(["(listed in ", tf.gather([path for _, path in self._sources], source), " line ",
                                  tf.strings.as_string(line), ", ", tf.gather([key for key, _ in self._sources], source), ")"])
         height, width, channels = self.image_shape
-        image = tf.io.decode_image(tf.io.read_file(image_path), channels=channels, expand_animations=False,
-                                   dtype=tf.float32)
+        image = decoded_pixels(tf.io.read_file(image_path), channels)
         mask = tf.io.decode_image(tf.io.read_file(mask_path), channels=0, expand_animations=False, dtype=tf.uint8)
         mask = checked_mask(mask, tf.shape(image), self.num_classes, self.ignore_label, mask_path, where)
         image = tf.clip_by_value(tf.image.resize(image, [height, width], antialias=True), 0.0, 1.0)
