@@ -107,8 +107,10 @@ def test_a_tracking_server_that_stops_answering_never_stops_training(tmp_path: P
         settings = ["--set", f"inputter.train={data / 'train.csv'}", "--set", f"inputter.val={data / 'eval.csv'}",
                     "--set", "inputter.batch_size=16", "--set", "runner.max_epochs=3",
                     "--set", "callbacks[1].every_n_iters=1", "--set", "callbacks[1].end_wait_seconds=1"]
+        # Each request to the frozen server waits out its timeout: 1 s here (the user's knob), 5 by default.
+        frozen_env = {**ENV, "MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}
         process = subprocess.Popen([*DSLRUN, "run", str(file), *settings], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+                                   stderr=subprocess.PIPE, text=True, env=frozen_env, start_new_session=True)
         try:
             assert process.stderr is not None
             lines = []

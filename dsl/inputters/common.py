@@ -232,10 +232,25 @@ def folder_class_names(params: dict[str, Any]) -> dict[str, Any]:
         return {}
     dirs = next((as_list(params[mode]) for mode in MODES if params.get(mode)), [])
     try:
-        names = sorted({entry.name for folder in dirs for entry in os.scandir(os.path.expanduser(folder)) if entry.is_dir()})
+        names = sub_folders([Path(folder).expanduser() for folder in dirs])
     except OSError:
         return {}
     return {"class_names": names} if names else {}
+
+
+def sub_folders(dirs: list[Path]) -> list[str]:
+    """The sorted names of the sub-folders of `dirs` (the class folders of a folder-per-class layout)."""
+    return sorted({entry.name for folder in dirs for entry in os.scandir(folder) if entry.is_dir()})
+
+
+def files_under(folder: Path, suffixes: tuple[str, ...]) -> list[str]:
+    """The files of `folder` and its sub-folders whose names end in one of `suffixes` (any case),
+    in a stable order: sorted, folder by folder, so that a listing is the same on every host."""
+    found: list[str] = []
+    for root, subdirs, files in os.walk(folder):
+        subdirs.sort()
+        found.extend(os.path.join(root, name) for name in sorted(files) if name.lower().endswith(suffixes))
+    return found
 
 
 def check_num_classes(found: int, params: dict[str, Any], key: str, what: str) -> None:

@@ -23,10 +23,12 @@ from dsl.inputters.common import (
     as_list,
     check_num_classes,
     existing_dir,
+    files_under,
     folder_class_names,
     image_shape_param,
     skipped_outputs,
     source_params,
+    sub_folders,
 )
 from dsl.inputters.files import IMAGE_EXTENSIONS
 from dsl.language.context import BuildContext
@@ -121,7 +123,7 @@ def _classes(p: dict[str, Any], folders: dict[str, list[Path]]) -> list[str]:
 
 def _class_folders(mode_and_dirs: tuple[str, list[Path]]) -> list[str]:
     mode, dirs = mode_and_dirs
-    names = sorted({entry.name for folder in dirs for entry in os.scandir(folder) if entry.is_dir()})
+    names = sub_folders(dirs)
     if not names:
         raise DslError(f"inputter.{mode}: {dirs[0]} has no class sub-folders; expected one folder of images per class")
     return names
@@ -141,17 +143,8 @@ def _listing(mode: str, dirs: list[Path], classes: list[str]) -> Listing:
                     f"({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''}); "
                     "remove it or add it to inputter.classes"
                 )
-            for path in _images_under(Path(entry.path)):
+            for path in files_under(Path(entry.path), IMAGE_EXTENSIONS):
                 listing.add(path, index[entry.name])
     if not listing.paths:
         raise DslError(f"{key}: no {'/'.join(IMAGE_EXTENSIONS)} images under {', '.join(map(str, dirs))}")
     return listing
-
-
-def _images_under(folder: Path) -> list[str]:
-    """Image files in `folder` and its sub-folders, in a stable (sorted) order."""
-    found: list[str] = []
-    for root, subdirs, files in os.walk(folder):
-        subdirs.sort()
-        found.extend(os.path.join(root, name) for name in sorted(files) if name.lower().endswith(IMAGE_EXTENSIONS))
-    return found

@@ -12,12 +12,20 @@ pipeline and the checks are shared (`dsl.tasks.text_classification._text`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from dsl.engine.contracts import Inputter
-from dsl.inputters.common import MODES, as_list, check_num_classes, existing_dir, folder_class_names, source_params
+from dsl.inputters.common import (
+    MODES,
+    as_list,
+    check_num_classes,
+    existing_dir,
+    files_under,
+    folder_class_names,
+    source_params,
+    sub_folders,
+)
 from dsl.inputters.text_files import decoded
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
@@ -125,12 +133,13 @@ def _listing(mode: str, dirs: list[Path], classes: list[str], explicit: bool) ->
     index = {name: i for i, name in enumerate(classes)}
     files = []
     for folder in dirs:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+        names = sub_folders([folder])
         unknown = [name for name in names if name not in index]
         if unknown and not explicit:
             raise DslError(f"{key}: {folder} has a sub-folder {unknown[0]!r} that is not a known class "
                            f"({_shown(classes)}); remove it, or list the classes to read in inputter.classes")
-        files += [(path, index[name]) for name in names if name in index for path in _texts_under(folder / name)]
+        for name in (name for name in names if name in index):
+            files += [(Path(path), index[name]) for path in files_under(folder / name, (TEXT_EXTENSION,))]
     if not files:
         raise DslError(f"{key}: no {TEXT_EXTENSION} files in the class sub-folders ({_shown(classes)}) of "
                        f"{', '.join(map(str, dirs))}")
@@ -138,19 +147,10 @@ def _listing(mode: str, dirs: list[Path], classes: list[str], explicit: bool) ->
 
 
 def _class_folders(mode: str, dirs: list[Path]) -> list[str]:
-    names = sorted({entry.name for folder in dirs for entry in os.scandir(folder) if entry.is_dir()})
+    names = sub_folders(dirs)
     if not names:
         raise DslError(f"inputter.{mode}: {dirs[0]} has no class sub-folders; expected one folder of .txt files per class")
     return names
-
-
-def _texts_under(folder: Path) -> list[Path]:
-    """The .txt files in `folder` and its sub-folders, in a stable (sorted) order."""
-    found: list[Path] = []
-    for root, subdirs, files in os.walk(folder):
-        subdirs.sort()
-        found.extend(Path(root, name) for name in sorted(files) if name.lower().endswith(TEXT_EXTENSION))
-    return found
 
 
 def _shown(classes: list[str]) -> str:
