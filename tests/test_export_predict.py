@@ -83,7 +83,7 @@ def test_export_prints_its_signatures(exported: tuple[Path, str]) -> None:
     assert lines[1:] == [
         "  serving_default(images: float32 [batch, 8, 8, 1], values in [0, 1]) -> classes: int32 [batch], "
         "probabilities: float32 [batch, 3]",
-        "  serving_bytes(image_bytes: string [batch], encoded PNG/JPEG files of any size and channels, decoded to "
+        "  serving_bytes(image_bytes: string [batch], encoded PNG/JPEG/BMP/GIF files of any size and channels, decoded to "
         "8x8x1 in the graph) -> classes: int32 [batch], probabilities: float32 [batch, 3]",
     ]
 

@@ -44,6 +44,6 @@ def image_inputs(image_shape: tuple[int, int, int],
         ServingInput("images", tf.TensorSpec([None, *image_shape], tf.float32, name="images"), tf.identity,
                      f"images: float32 [batch, {height}, {width}, {channels}], values in [0, 1]"),
         ServingInput("image_bytes", tf.TensorSpec([None], tf.string, name="image_bytes"), decoded,
-                     f"image_bytes: string [batch], encoded PNG/JPEG files of any size and channels, "
+                     f"image_bytes: string [batch], encoded PNG/JPEG/BMP/GIF files of any size and channels, "
                      f"decoded to {height}x{width}x{channels} in the graph"),
     ]
