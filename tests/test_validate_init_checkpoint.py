@@ -176,6 +176,16 @@ def test_a_trainable_entry_that_matches_nothing_is_an_error_even_beside_one_that
     run = CliRunner().invoke(main, ["run", str(tuned)], catch_exceptions=False)
     assert run.exit_code == 1 and "['hiden_2'] matches no variable of the model" in run.output
     assert not (tmp_path / "tuned").exists()  # refused at its start: no run directory left behind
+    # Trial B13: a variant that extends the fine-tuning pipeline drops reset_head and trains the head: the
+    # error is at the variant's trainable line, not at the base file's path line.
+    variant = tmp_path / "variant.yaml"
+    variant.write_text(f"extends: {tuned}\ncallbacks: !merge\n  - type: init_checkpoint\n    reset_head: null\n"
+                       "    trainable: [head]\n")
+    built = CliRunner().invoke(main, ["validate", "--build", str(variant)], catch_exceptions=False)
+    errors = [line for line in built.output.splitlines() if ": error: " in line]
+    assert built.exit_code == 1 and len(errors) == 1, built.output
+    assert errors[0].startswith(f"{variant}:5:16: error: callbacks[0].trainable: init_checkpoint.trainable without "
+                                "a fresh head"), errors
 
 
 def test_a_checkpoint_s_index_or_data_file_is_taken_for_its_prefix(tmp_path: Path) -> None:
@@ -348,6 +358,11 @@ def test_a_checkpoint_of_the_same_network_type_with_other_settings_is_a_warning(
     assert result.returncode == 0, result.stdout + result.stderr
     assert f":15:11: warning: callbacks[0].path: {tmp_path / 'deep'} trained its mlp with other settings (hidden_units " \
            "[64] there, [128] here): its variables may not match" in result.stdout, result.stdout
+    # Trial B13: a variant that extends the fine-tuning pipeline changes the network; the warning stays at the
+    # callback's line (in p.yaml) and names the variant's line that set it.
+    (tmp_path / "variant.yaml").write_text("extends: p.yaml\nnetwork: {hidden_units: [32]}\n")
+    result = validate_without_tensorflow(tmp_path / "variant.yaml")
+    assert f"(hidden_units [64] there, [32] here ({tmp_path / 'variant.yaml'}:2))" in result.stdout, result.stdout
     (tmp_path / "deep" / "pipeline.yaml").write_text(trained.replace("[64]", "[128]"))  # dropout alone: no variable
     result = validate_without_tensorflow(tmp_path / "p.yaml")
     assert "other settings" not in result.stdout, result.stdout
@@ -374,6 +389,20 @@ def test_run_refuses_a_missing_path_before_tensorflow_unless_it_resumes(tmp_path
     (tmp_path / "run" / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
     resolved, _, sources = check_pipeline_with_sources(str(tmp_path / "p.yaml"))
     assert resolved is not None and sources is not None and missing_at_start(resolved, sources) == []
+
+
+def test_a_misspelt_path_gets_the_nearest_that_exists(tmp_path: Path) -> None:
+    """Trial B13 wrote runs/base4/best for runs/base04/best: clear, but no "did you mean"."""
+    (tmp_path / "runs" / "base04" / "best").mkdir(parents=True)
+    (tmp_path / "p.yaml").write_text(PIPELINE.format(path="runs/base4/best", skip="[head]") + "  model_dir: runs/mine\n")
+    result = validate_without_tensorflow(tmp_path / "p.yaml")  # run in tmp_path: the path is relative to it
+    assert "callbacks[0].path: 'runs/base4/best' does not exist (yet)" in result.stdout, result.stdout
+    assert "or fix the path; did you mean runs/base04/best?" in result.stdout, result.stdout
+    code = "import sys; from dsl.cli import main; main(['run', sys.argv[1]])"
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.yaml")], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert run.returncode == 1 and run.stderr.rstrip().endswith(
+        "(relative paths are relative to the directory dslrun starts in); did you mean runs/base04/best?"), run.stderr
 
 
 def test_a_passing_plain_validate_of_a_fine_tune_points_at_build(tmp_path: Path) -> None:

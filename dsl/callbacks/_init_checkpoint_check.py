@@ -68,8 +68,15 @@ def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
             where: JsonPath = ("callbacks", index, "path")
             found.append(Diagnostic.at(sources.locate(where), where, (
                 f"{path!r} does not exist; train the base pipeline whose runner.model_dir it is first, or fix the "
-                "path (relative paths are relative to the directory dslrun starts in)")))
+                f"path (relative paths are relative to the directory dslrun starts in){_nearby(path)}")))
     return found
+
+
+def _nearby(path: str) -> str:
+    from dsl.engine.checkpoint_paths import nearest_existing
+
+    near = nearest_existing(path)
+    return f"; did you mean {near}?" if near else ""
 
 
 def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
@@ -94,10 +101,19 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
     other = [key for key in network if key not in UNSTRUCTURAL and key in trained and network[key] != trained[key]]
     if not other:
         return []
-    shown = ", ".join(f"{key} {trained[key]} there, {network[key]} here" for key in other)
+    shown = ", ".join(f"{key} {trained[key]} there, {network[key]} here{_written(sources, ('network', key))}" for key in other)
     return [Diagnostic.at(sources.locate(where), where, (
         f"{run} trained its {ours} with other settings ({shown}): its variables may not match this network's "
         "(the run stops at its start if they do not); `validate --build` checks each one"), "warning")]
+
+
+def _written(sources: SourceMap, key: JsonPath) -> str:
+    """` (file:line)` where the pipeline sets `key`, for a message located elsewhere: a variant that
+    `extends` the callback's file changed it (trial B13 was sent to the base file's line)."""
+    if key not in sources.entries:
+        return ""
+    at = sources.locate(key)
+    return f" ({at.file}:{at.line})"
 
 
 # Network parameters that change no variable's name or shape (num_classes: the head, reset_head's).
@@ -247,7 +263,7 @@ def checkpoint_problem(path: str) -> tuple[str | None, str]:
     given = Path(path)
     if not given.exists() and not Path(f"{path}.index").exists():
         return (f"{path!r} does not exist (yet); the run stops with an error unless a run writes it first: "
-                f"train the base pipeline whose runner.model_dir it is, or fix the path"), "warning"
+                f"train the base pipeline whose runner.model_dir it is, or fix the path{_nearby(path)}"), "warning"
     prefix = resolve_prefix(path)
     if prefix is None:
         return (f"{path!r} is not a checkpoint dslrun can read: give a run directory (or its checkpoints/ or "
@@ -300,8 +316,10 @@ def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any
         try:
             check_restore(model, callback)
         except DslError as exc:
-            # A skip pattern that matches nothing is the skip entry's mistake, not the path's (trial B9).
-            at_key: JsonPath = ("callbacks", index, "skip") if str(exc).startswith("init_checkpoint.skip:") else where
+            # A skip pattern that matches nothing is the skip entry's mistake, not the path's (trial B9); a
+            # trainable without a fresh head is trainable's, written maybe in a variant that extends the path's file (B13).
+            key = next((key for key in ("skip", "trainable") if str(exc).startswith(f"init_checkpoint.{key}")), "path")
+            at_key: JsonPath = ("callbacks", index, key) if key in callback else where
             found.append(Diagnostic.at(sources.locate(at_key), at_key, str(exc)))
         problem = trainable_problem(model, callback)
         if problem:
