@@ -113,6 +113,17 @@ def test_a_broken_rule_names_both_lines_and_the_fix(tmp_path: Path, parent: str,
     assert names in errors[0] and words in errors[0], errors[0]
 
 
+def test_a_refused_value_from_the_base_file_says_where_to_change_it(tmp_path: Path) -> None:
+    """Trial A12 set num_classes in its own file; the error stood at the base's `classes` line and said
+    only "set num_classes back". It now says that the list is inherited, and where to set it."""
+    code, errors = validate(tmp_path, TEXT, "inputter: {num_classes: 4}\n")
+    assert code == 1 and errors[0].endswith(
+        f"; inputter.classes comes from {tmp_path / 'parent.yaml'}, which {tmp_path / 'child.yaml'} extends: set it "
+        f"in {tmp_path / 'child.yaml'} to change it"), errors
+    code, errors = validate(tmp_path, IMAGES, "inputter: {classes: [cat, dog]}\n")  # written here: nothing to add
+    assert code == 1 and "comes from" not in errors[0], errors
+
+
 @pytest.mark.parametrize("parent", [TEXT, IMAGES])
 def test_num_classes_left_out_is_the_number_of_classes_listed(tmp_path: Path, parent: str) -> None:
     """`classes` says how many there are: num_classes may be left out (trial B9 had to write both)."""

@@ -8,6 +8,8 @@ files themselves (tests/test_validate_data.py).
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -49,8 +51,13 @@ def test_plain_validate_warns_at_the_line_of_a_missing_file(tmp_path: Path) -> N
     path = write(tmp_path, val=str(tmp_path / "eval_typo.csv"))
     code, out, err = cli("validate", str(path))
     assert code == 0
-    assert out.splitlines() == [f"{path}:5:8: warning: inputter.val: {tmp_path / 'eval_typo.csv'} does not exist yet "
-                                f"(relative to {Path.cwd()}); the run stops with an error unless it is made first"]
+    # An absolute path: no "relative to" (trial A12); a near name that exists is suggested.
+    (tmp_path / "eval.csv").touch()
+    assert out.splitlines() == [f"{path}:5:8: warning: inputter.val: {tmp_path / 'eval_typo.csv'} does not exist yet; "
+                                "the run stops with an error unless it is made first"]
+    code, out, err = cli("validate", str(path))
+    assert out.splitlines() == [f"{path}:5:8: warning: inputter.val: {tmp_path / 'eval_typo.csv'} does not exist yet; "
+                                f"did you mean {tmp_path / 'eval.csv'}?; the run stops with an error unless it is made first"]
     assert "1 warning" in err
     (tmp_path / "eval_typo.csv").touch()
     code, out, _ = cli("validate", str(path))
@@ -74,6 +81,12 @@ def test_run_refuses_to_start_located_and_makes_no_run_directory(tmp_path: Path)
     assert err.splitlines() == [f"{path}:4:10: error: inputter.train: trian.csv does not exist (relative paths are "
                                 f"relative to {Path.cwd()}); fix the path or create the data (`dslrun data --help` "
                                 "lists the example data sets it makes)"]
+    # Relative, one letter off a file that exists where dslrun starts: said.
+    (tmp_path / "train.csv").touch()
+    with contextlib.chdir(tmp_path):
+        code, _, err = cli("run", str(path))
+    assert code == 1 and "trian.csv does not exist (relative paths are relative to " in err, err
+    assert f"relative to {tmp_path}); did you mean train.csv?; fix the path" in err, err
     assert not (tmp_path / "run").exists()
 
 

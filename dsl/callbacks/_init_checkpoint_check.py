@@ -73,7 +73,7 @@ def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
 
 
 def _nearby(path: str) -> str:
-    from dsl.engine.checkpoint_paths import nearest_existing
+    from dsl.language.suggest import nearest_existing
 
     near = nearest_existing(path)
     return f"; did you mean {near}?" if near else ""

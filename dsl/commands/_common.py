@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -65,7 +64,7 @@ def missing_data(resolved: dict[str, Any], sources: Any, severity: str) -> list[
     Before a run (`severity` error): the modes of its workflow, said before TensorFlow loads
     instead of 20 s later. Plain `validate` (warning): every mode, since the data may be made
     after the pipeline is written; `validate --data` reads the files themselves."""
-    from dsl.inputters.common import GLOB_CHARACTERS, MODES, missing_sources
+    from dsl.inputters.common import GLOB_CHARACTERS, MODES, missing_sources, relative_note
     from dsl.language.diagnostics import Diagnostic
 
     modes: tuple[str, ...] = MODES
@@ -77,11 +76,10 @@ def missing_data(resolved: dict[str, Any], sources: Any, severity: str) -> list[
         path = ("inputter", *at)
         what = "matches no file" if any(c in value for c in GLOB_CHARACTERS) else "does not exist"
         if severity == "error":
-            message = (f"{value} {what} (relative paths are relative to {os.getcwd()}); fix the path or create "
+            message = (f"{value} {what}{relative_note(value)}; fix the path or create "
                        "the data (`dslrun data --help` lists the example data sets it makes)")
         else:
-            message = (f"{value} {what} yet (relative to {os.getcwd()}); the run stops with an error unless it "
-                       "is made first")
+            message = f"{value} {what} yet{relative_note(value)}; the run stops with an error unless it is made first"
         found.append(Diagnostic.at(sources.locate(path), path, message, severity))
     return found
 

@@ -8,7 +8,6 @@ path should fail at once, not after the ten seconds TensorFlow's import takes.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -47,26 +46,6 @@ def _same_name_nearby(prefix: str) -> str:
             if candidate != given and Path(f"{candidate}.index").exists():
                 return f"; did you mean {candidate}?"
     return ""
-
-
-def nearest_existing(path: str) -> str | None:
-    """`path` with its first missing part replaced by the closest name beside it, when the whole then
-    exists (trial B13 wrote runs/base4/best for runs/base04/best); None when nothing is that close."""
-    from dsl.language.suggest import closest
-
-    parts = Path(path).parts
-    for depth, part in enumerate(parts):
-        if Path(*parts[: depth + 1]).exists():
-            continue
-        try:
-            name = closest(part, os.listdir(Path(*parts[:depth])))
-        except OSError:
-            return None
-        candidate = Path(*parts[:depth], name, *parts[depth + 1:]) if name else None
-        if candidate is not None and (candidate.exists() or Path(f"{candidate}.index").exists()):
-            return str(candidate)
-        return None
-    return None
 
 
 def run_of(checkpoint: str) -> Path | None:

@@ -186,6 +186,17 @@ def as_list(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def relative_note(value: str) -> str:
+    """` (relative paths are relative to CWD)` for a relative `value` (the usual surprise), nothing for
+    an absolute one (trial A12 read "relative to" under its absolute path); and the nearest existing
+    path when one part looks misspelt (`; did you mean data/train.csv?`)."""
+    from dsl.language.suggest import nearest_existing
+
+    note = "" if os.path.isabs(os.path.expanduser(value)) else f" (relative paths are relative to {os.getcwd()})"
+    near = nearest_existing(os.path.expanduser(value))
+    return note + (f"; did you mean {near}?" if near else "")
+
+
 def existing_file(value: str, key: str, generator: str = "synthetic") -> Path:
     """`value` as an absolute path to an existing file, or a DslError naming the YAML `key` and the
     `dslrun data` generator of the inputter's task (`synthetic-text` for a text CSV)."""
@@ -193,7 +204,7 @@ def existing_file(value: str, key: str, generator: str = "synthetic") -> Path:
     if not path.is_file():
         where = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise DslError(
-            f"{key}: {value} {where} (relative paths are relative to {os.getcwd()}); "
+            f"{key}: {value} {where}{relative_note(value)}; "
             f"fix the path or create the data, e.g. with `dslrun data {generator} --out DIR`"
         )
     return path.resolve()
@@ -204,7 +215,7 @@ def existing_dir(value: str, key: str) -> Path:
     path = Path(value).expanduser()
     if not path.is_dir():
         where = "is a file, not a directory" if path.exists() else "does not exist"
-        raise DslError(f"{key}: {value} {where} (relative paths are relative to {os.getcwd()}); fix the path")
+        raise DslError(f"{key}: {value} {where}{relative_note(value)}; fix the path")
     return path.resolve()
 
 

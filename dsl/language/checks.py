@@ -17,7 +17,7 @@ from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.errors import RegistryError
 from dsl.language.facts import batch_words
 from dsl.language.outputs import check_phase_outputs
-from dsl.language.rules import declare
+from dsl.language.rules import declare, dotted
 from dsl.language.schedule_length import check_schedule_length
 
 Check = Callable[[dict[str, Any], SourceMap], list[Diagnostic]]
@@ -382,8 +382,19 @@ def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[
             for problem in rule(section, declared):
                 at = path + problem.key
                 other = _line(sources, problem.other) if problem.other is not None else ""
-                found.append(Diagnostic.at(sources.locate(at), at, problem.message.replace("{other}", other)))
+                message = problem.message.replace("{other}", other) + _inherited(sources, at)
+                found.append(Diagnostic.at(sources.locate(at), at, message))
     return found
+
+
+def _inherited(sources: SourceMap, at: JsonPath) -> str:
+    """`; inputter.classes comes from base.yaml, which this file extends: ...` when the value a rule
+    refuses was written in a base file: trial A12 changed num_classes in its own file, was sent to
+    the base's `classes` line and told to change num_classes back."""
+    where, top = sources.locate(at), sources.root
+    if at not in sources.entries or where.file == top.file or where.file.startswith("<") or top.file.startswith("<"):
+        return ""
+    return f"; {dotted(at)} comes from {where.file}, which {top.file} extends: set it in {top.file} to change it"
 
 
 def check_components_own(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:

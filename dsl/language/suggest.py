@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 CUTOFF = 0.6
@@ -23,3 +25,21 @@ def did_you_mean(word: Any, candidates: Iterable[Any]) -> str:
     """"; did you mean 'x'?" to append to a message, or "" when nothing is close."""
     match = closest(word, candidates)
     return f"; did you mean {match!r}?" if match is not None and match != word else ""
+
+
+def nearest_existing(path: str) -> str | None:
+    """`path` with its first missing part replaced by the closest name beside it, when the whole then
+    exists (trial B13 wrote runs/base4/best for runs/base04/best; trial A12 trian.csv); None when nothing is that close."""
+    parts = Path(path).parts
+    for depth, part in enumerate(parts):
+        if Path(*parts[: depth + 1]).exists():
+            continue
+        try:
+            name = closest(part, os.listdir(Path(*parts[:depth])))
+        except OSError:
+            return None
+        candidate = Path(*parts[:depth], name, *parts[depth + 1:]) if name else None
+        if candidate is not None and (candidate.exists() or Path(f"{candidate}.index").exists()):
+            return str(candidate)
+        return None
+    return None
