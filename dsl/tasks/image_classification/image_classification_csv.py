@@ -81,7 +81,7 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     outputs=skipped_outputs,
     examples=examples,
     rules=[one_per_class("classes", "class names", "inputter")],
-    description="PNG/JPEG images listed in CSV files of `path,label` rows (paths relative to the CSV).",
+    description="Images (PNG, JPEG, BMP, GIF) listed in CSV files of `path,label` rows (paths relative to the CSV).",
     batch=("image", "class"),
     host_files=csv_images,
 )

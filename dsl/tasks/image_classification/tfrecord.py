@@ -32,7 +32,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,
     "image_shape": image_shape_param(),
     "image_key": {
-        "description": "Feature holding the encoded PNG/JPEG bytes of the image.",
+        "description": "Feature holding the encoded image file (PNG, JPEG, BMP or GIF).",
         "type": "string",
         "minLength": 1,
         "default": "image/encoded",
@@ -114,7 +114,7 @@ def read_records(path: Path, key: str) -> Iterator[bytes]:
     params=PARAMS,
     required=("num_classes",),
     examples=examples,
-    description="tf.train.Example records (encoded PNG/JPEG image + int64 label) in TFRecord files.",
+    description="tf.train.Example records (encoded image file + int64 label) in TFRecord files.",
     batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
