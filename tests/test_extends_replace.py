@@ -174,3 +174,45 @@ def test_merge_tag_changes_an_inherited_component_by_its_type(tmp_path: Path) ->
     code, output = cli("validate", str(variant))
     assert code == 1 and f"{variant}:3:5: error: callbacks[0]: !merge cannot tell which of the base's 2 checkpoint " \
                          f"items this changes (the first at {tmp_path / 'child.yaml'}:5)" in output, output
+
+
+def test_remove_in_a_merge_list_takes_an_inherited_component_out(tmp_path: Path) -> None:
+    """Trial B13 wanted "the fine-tuning pipeline without its init_checkpoint" for a from-scratch
+    baseline, and had to copy every other callback under `!replace`. `!remove {type: X}` in a
+    `!merge` list takes the base's X out; the items after it keep their own lines."""
+    files(tmp_path, "callbacks:\n  - {type: checkpoint, every_n_epochs: 2}\n  - {type: progress}\n"
+                    "  - {type: early_stopping, monitor: train/loss, patience: -1}\n")
+    variant = tmp_path / "variant.yaml"
+    variant.write_text("extends: child.yaml\ncallbacks: !merge\n  - !remove {type: progress}\n"
+                       "  - {type: lr_logger}\n", encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    # early_stopping moved from index 2 to 1: its error is still at its own line of child.yaml.
+    assert code == 1 and output.startswith(f"{tmp_path / 'child.yaml'}:7:59: error: callbacks[1].patience: "), output
+    files(tmp_path, "callbacks:\n  - {type: checkpoint, every_n_epochs: 2}\n  - {type: progress}\n")
+    code, shown = cli("show", str(variant))
+    assert code == 0, shown
+    assert [c["type"] for c in yaml.safe_load(shown)["callbacks"]] == ["checkpoint", "lr_logger"]
+
+
+@pytest.mark.parametrize(("child", "at", "words"), [
+    ("callbacks: !merge\n  - !remove {type: mlflow}\n", "variant.yaml:3:5: error: callbacks[0]:",
+     "!remove {type: mlflow}: the base's callbacks has no mlflow to take out (it lists checkpoint, progress)"),
+    ("callbacks: !merge\n  - !remove {type: progress, every_n_iters: 5}\n", "variant.yaml:3:5: error: callbacks[0]:",
+     "a !remove item names only the type of the base's component to take out"),
+    ("callbacks:\n  - !remove {type: progress}\n", "variant.yaml:3:5: error: callbacks[0]:",
+     "the tag !remove takes an item out of the base's list: use it in a list tagged !merge"),
+    ("runner: !remove {type: x}\n", "variant.yaml:2:9: error: runner:", "the tag !remove applies to an item of a !merge list"),
+    ("name: v\nversion: 1\nextends: null\n", "", ""),
+])
+def test_a_remove_that_cannot_work_is_a_located_error(tmp_path: Path, child: str, at: str, words: str) -> None:
+    files(tmp_path, "callbacks:\n  - {type: checkpoint}\n  - {type: progress}\n")
+    variant = tmp_path / "variant.yaml"
+    if not words:  # a !merge list with !remove in a file that extends nothing
+        variant.write_text("version: 1\nname: v\ncallbacks: !merge\n  - !remove {type: progress}\n", encoding="utf-8")
+        code, output = cli("validate", str(variant))
+        assert code == 1 and "callbacks[0]: !remove {type: progress}: there is no inherited list to take it out of" \
+            in output, output
+        return
+    variant.write_text("extends: child.yaml\n" + child, encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 1 and f"{tmp_path / at}" in output and words in output, output

@@ -9,7 +9,6 @@ files themselves (tests/test_validate_data.py).
 from __future__ import annotations
 
 import contextlib
-
 from pathlib import Path
 
 from click.testing import CliRunner

@@ -80,6 +80,7 @@ class Document:
 REPLACE_TAG = "!replace"
 APPEND_TAG = "!append"
 MERGE_TAG = "!merge"
+REMOVE_TAG = "!remove"
 
 
 class Replace(dict):  # type: ignore[type-arg]
@@ -96,6 +97,12 @@ class MergeList(list):  # type: ignore[type-arg]
     """A list of components tagged `!merge`: `extends` merges each item into the base's item of the
     same `type` (its keys over the base's) and adds the others after the base's list, so a variant
     changes one inherited callback without copying the list. It never outlives the merge."""
+
+
+class Remove(dict):  # type: ignore[type-arg]
+    """An item of a `!merge` list tagged `!remove` (`- !remove {type: init_checkpoint}`): `extends`
+    takes the base's item of that type out of the list (a from-scratch variant of a fine-tuning
+    pipeline, trial B13, had to copy every other callback under `!replace`). It never outlives the merge."""
 
 
 class Append(list):  # type: ignore[type-arg]
@@ -376,17 +383,19 @@ class _Builder:
             return node.value
 
     def _bad_tag(self, node: Node, path: JsonPath) -> None:
-        if node.tag in (REPLACE_TAG, APPEND_TAG, MERGE_TAG):
+        if node.tag in (REPLACE_TAG, APPEND_TAG, MERGE_TAG, REMOVE_TAG):
             wanted = {REPLACE_TAG: "a mapping or a list (it replaces the base's whole)",
                       APPEND_TAG: "a list (its items go after the base's)",
-                      MERGE_TAG: "a list of components (each merges into the base's item of its type)"}[node.tag]
+                      MERGE_TAG: "a list of components (each merges into the base's item of its type)",
+                      REMOVE_TAG: "an item of a !merge list, a mapping naming the base's component to take out "
+                                  "({type: init_checkpoint})"}[node.tag]
             self.error(node, path, f"the tag {node.tag} applies to {wanted}, not to {_node_kind(node)}")
             return
         self.error(
             node,
             path,
             f"the tag {_tag_name(node.tag)} is not allowed; pipelines use plain YAML "
-            "(strings, numbers, booleans, null, lists and mappings), and `extends` the tags !replace, !append and !merge",
+            "(strings, numbers, booleans, null, lists and mappings), and `extends` the tags !replace, !append, !merge and !remove",
         )
 
     def _sequence(self, node: SequenceNode, path: JsonPath, depth: int) -> list[Any] | None:
@@ -398,14 +407,20 @@ class _Builder:
         for index, child in enumerate(node.value):
             child_path = path + (index,)
             self.sources.set(child_path, Origin(self.loc(child.start_mark)))
-            items.append(self._build(child, child_path, depth + 1))
+            item = self._build(child, child_path, depth + 1)
+            if isinstance(item, Remove) and not isinstance(items, MergeList):
+                self.error(child, child_path, "the tag !remove takes an item out of the base's list: use it in a list "
+                           "tagged !merge (callbacks: !merge [!remove {type: init_checkpoint}])")
+                item = None
+            items.append(item)
         return items
 
     def _mapping(self, node: MappingNode, path: JsonPath, depth: int) -> dict[str, Any] | None:
-        if node.tag not in (_CORE + "map", REPLACE_TAG):
+        if node.tag not in (_CORE + "map", REPLACE_TAG, REMOVE_TAG) or (node.tag == REMOVE_TAG and not (
+                path and isinstance(path[-1], int))):
             self._bad_tag(node, path)
             return None
-        result: dict[str, Any] = Replace() if node.tag == REPLACE_TAG else {}
+        result: dict[str, Any] = {REPLACE_TAG: Replace, REMOVE_TAG: Remove}.get(str(node.tag), dict)()
         explicit: dict[str, Node] = {}
         merges: list[Node] = []
         for key_node, value_node in node.value:
@@ -432,6 +447,9 @@ class _Builder:
             self.sources.remove_under(child_path)
             self.sources.set(child_path, Origin(self.loc(value_node.start_mark), self.loc(key_node.start_mark)))
             result[key] = self._build(value_node, child_path, depth + 1)
+        if isinstance(result, Remove) and (set(result) != {"type"} or not isinstance(result["type"], str)):
+            self.error(node, path, "a !remove item names only the type of the base's component to take out "
+                       "(!remove {type: init_checkpoint}); its other keys would mean nothing")
         return result
 
     def _key(self, key_node: Node, path: JsonPath) -> str | None:

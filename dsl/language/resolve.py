@@ -36,7 +36,7 @@ from typing import Any
 
 from dsl.language.diagnostics import Diagnostic, Location, Origin, SourceMap, format_path
 from dsl.language.diagnostics import Path as JsonPath
-from dsl.language.loader import Append, LoadError, MergeList, Replace, ReplaceList, load_file, parse_text
+from dsl.language.loader import Append, LoadError, MergeList, Remove, Replace, ReplaceList, load_file, parse_text
 from dsl.language.secrets import is_secret, remember
 from dsl.language.suggest import did_you_mean
 
@@ -66,7 +66,18 @@ def load_tree(path: str | Path) -> Tree:
     if loaded is None:
         return Tree(None, SourceMap(root=Location(display)), diagnostics)
     value, sources, complete = loaded
+    diagnostics.extend(_stray_removals(value, (), sources))
     return Tree(plain(value), sources, diagnostics, incomplete=not complete)
+
+
+def _stray_removals(value: Any, path: JsonPath, sources: SourceMap) -> list[Diagnostic]:
+    """An error at each `!remove` item left after every merge: no base file had a list to take it from."""
+    if isinstance(value, Remove):
+        return [Diagnostic.at(sources.locate(path), path, (
+            f"!remove {{type: {value.get('type')}}}: there is no inherited list to take it out of; !remove works in a "
+            "!merge list of a file that `extends` the one that lists it"))]
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return [found for key, item in items for found in _stray_removals(item, path + (key,), sources)]
 
 
 def _load_extending(
@@ -171,7 +182,39 @@ def merge(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str, Any], So
     value = _merge_values(base[0], over[0])
     sources = SourceMap(root=over[1].root)
     _collect_sources(value, (), base[1], _after_base_items(base[0], over[0], over[1]), sources)
-    return value, sources
+    return _drop_removed(value, (), sources), sources
+
+
+class _Removed:
+    """Where a `!remove` item met its base item in a merged list, until `_drop_removed` takes it out."""
+
+
+REMOVED = _Removed()
+
+
+def _drop_removed(value: Any, path: JsonPath, sources: SourceMap) -> Any:
+    """`value` without the items `!remove` took out of its lists, and `sources` moved to match:
+    the items after one taken out keep their own lines at their new indices."""
+    if isinstance(value, dict):
+        out = type(value)()
+        for key, item in value.items():
+            out[key] = _drop_removed(item, path + (key,), sources)
+        return out
+    if not isinstance(value, list):
+        return value
+    kept = [index for index, item in enumerate(value) if item is not REMOVED]
+    if len(kept) < len(value):
+        new_index = {old: new for new, old in enumerate(kept)}
+        moved: dict[JsonPath, Origin] = {}
+        for at, origin in sources.entries.items():
+            if len(at) > len(path) and at[:len(path)] == path and isinstance(at[len(path)], int):
+                index = at[len(path)]
+                if index not in new_index:
+                    continue
+                at = (*path, new_index[index], *at[len(path) + 1:])
+            moved[at] = origin
+        sources.entries = moved
+    return type(value)(_drop_removed(value[old], path + (new,), sources) for new, old in enumerate(kept))
 
 
 def _merge_values(base: Any, over: Any) -> Any:
@@ -186,8 +229,8 @@ def _merge_values(base: Any, over: Any) -> Any:
         items = list(base)
         for index, item in zip(_placed(base, over), over):
             if index < len(base):
-                items[index] = _merge_values(base[index], item)
-            else:
+                items[index] = REMOVED if isinstance(item, Remove) else _merge_values(base[index], item)
+            elif not isinstance(item, Remove):  # one that matches no base item: merge_problems says so
                 items.append(item)
         return items
     return over
@@ -257,6 +300,11 @@ def merge_problems(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str,
         elif isinstance(o, MergeList) and isinstance(b, list):
             for index, item in enumerate(o):
                 matches = _same_type(b, item)
+                if isinstance(item, Remove) and not matches:
+                    listed = ", ".join(str(x.get("type")) for x in b if isinstance(x, dict)) or "nothing"
+                    found.append(Diagnostic.at(over[1].locate(path + (index,)), path + (index,), (
+                        f"!remove {{type: {item.get('type')}}}: the base's {format_path(path)} has no "
+                        f"{item.get('type')} to take out (it lists {listed})")))
                 if len(matches) > 1:
                     where = base[1].locate(path + (matches[0],))
                     found.append(Diagnostic.at(over[1].locate(path + (index,)), path + (index,), (

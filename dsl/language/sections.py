@@ -272,8 +272,9 @@ TOP_LEVEL: dict[str, dict[str, Any]] = {
             "Base pipeline file(s), relative to this file. Mappings are deep-merged (this file "
             "wins); lists and scalars are replaced whole, and so is a mapping with another `type:` "
             "than the base's or tagged `!replace`; a list tagged `!append` goes after the base's, one "
-            "tagged `!merge` merges each component into the base's item of its type, and one tagged "
-            "`!replace` drops the base's components without a warning."
+            "tagged `!merge` merges each component into the base's item of its type (an item "
+            "`!remove {type: X}` takes the base's X out), and one tagged `!replace` drops the base's "
+            "components without a warning."
         ),
         "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
     },
