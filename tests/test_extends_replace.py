@@ -192,6 +192,13 @@ def test_remove_in_a_merge_list_takes_an_inherited_component_out(tmp_path: Path)
     code, shown = cli("show", str(variant))
     assert code == 0, shown
     assert [c["type"] for c in yaml.safe_load(shown)["callbacks"]] == ["checkpoint", "lr_logger"]
+    # A !remove that matches nothing takes no place: the item after it keeps its own line.
+    variant.write_text("extends: child.yaml\ncallbacks: !merge\n  - !remove {type: mlflow}\n"
+                       "  - {type: lr_logger, every_n_iters: 0}\n", encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 1 and f"{variant}:3:5: error: callbacks[0]: !remove {{type: mlflow}}: the base's callbacks has no " \
+        "mlflow to take out" in output, output
+    assert f"{variant}:4:38: error: callbacks[2].every_n_iters: " in output, output
 
 
 @pytest.mark.parametrize(("child", "at", "words"), [

@@ -228,9 +228,9 @@ def _merge_values(base: Any, over: Any) -> Any:
     if isinstance(over, MergeList) and isinstance(base, list):
         items = list(base)
         for index, item in zip(_placed(base, over), over):
-            if index < len(base):
+            if index is not None and index < len(base):
                 items[index] = REMOVED if isinstance(item, Remove) else _merge_values(base[index], item)
-            elif not isinstance(item, Remove):  # one that matches no base item: merge_problems says so
+            elif index is not None:
                 items.append(item)
         return items
     return over
@@ -242,27 +242,31 @@ def _same_type(base: list[Any], item: Any) -> list[int]:
     return [i for i, b in enumerate(base) if kind is not None and isinstance(b, dict) and b.get("type") == kind]
 
 
-def _placed(base: list[Any], over: list[Any]) -> list[int]:
-    """Where each item of a `!merge` list lands: on the one base item of its type, else after the base's."""
-    places, added = [], len(base)
+def _placed(base: list[Any], over: list[Any]) -> list[int | None]:
+    """Where each item of a `!merge` list lands: on the one base item of its type, else after the base's;
+    nowhere (None) for a `!remove` that does not name one base item (merge_problems says so)."""
+    places: list[int | None] = []
+    added = len(base)
     for item in over:
         matches = _same_type(base, item)
         if len(matches) == 1:
             places.append(matches[0])
+        elif isinstance(item, Remove):
+            places.append(None)
         else:
             places.append(added)
             added += 1
     return places
 
 
-def _moved(base: Any, over: Any, path: JsonPath = ()) -> dict[JsonPath, list[int]]:
+def _moved(base: Any, over: Any, path: JsonPath = ()) -> dict[JsonPath, list[int | None]]:
     """Each `!append` or `!merge` list of `over` over a base list: its path -> each item's index in the merged list."""
     if isinstance(over, Append):
         return {path: [len(base) + i for i in range(len(over))]} if isinstance(base, list) else {}
     if isinstance(over, MergeList):
         return {path: _placed(base, over)} if isinstance(base, list) else {}
     if isinstance(base, dict) and isinstance(over, dict) and not replaces(base, over):
-        found: dict[JsonPath, list[int]] = {}
+        found: dict[JsonPath, list[int | None]] = {}
         for key, item in over.items():
             if key in base:
                 found.update(_moved(base[key], item, path + (key,)))
@@ -277,13 +281,16 @@ def _after_base_items(base: Any, over: Any, sources: SourceMap) -> SourceMap:
         return sources
     moved = SourceMap(root=sources.root)
     for path, origin in sources.entries.items():
+        place: int | None = -1
         for at, places in shifts.items():
             if len(path) > len(at) and path[:len(at)] == at and isinstance(path[len(at)], int):
                 index = path[len(at)]
                 assert isinstance(index, int)
-                path = (*at, places[index], *path[len(at) + 1:])
+                place = places[index]
+                path = (*at, place, *path[len(at) + 1:]) if place is not None else path
                 break
-        moved.set(path, origin)
+        if place is not None:  # an item that lands nowhere keeps no position in the merged tree
+            moved.set(path, origin)
     return moved
 
 
