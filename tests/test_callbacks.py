@@ -841,6 +841,17 @@ def test_backbone_lr_multiplier_scales_the_backbone_step_alone(tf, tmp_path):
     assert moved[1]["classifier/kernel:0"] == pytest.approx(moved[0]["classifier/kernel:0"], rel=1e-5)
 
 
+def test_backbone_lr_multiplier_is_said_at_the_start(tf, tmp_path, capsys):
+    """Trial B14 could not tell from the log whether backbone_lr_multiplier took effect (every other
+    init_checkpoint setting has its line); with `trainable`, the unfreezing line says it instead."""
+    runner = FakeRunner(tmp_path / "run", model=tiny_model(tf))
+    runner.resumed = True  # nothing to load: the multiplier still applies to the run
+    make("init_checkpoint", path="x", backbone_lr_multiplier=0.1).before_run(runner)
+    out = capsys.readouterr().out
+    assert "init_checkpoint: 4 backbone variables train at 0.1 x the learning rate (backbone_lr_multiplier), " \
+           "the head at 1 x" in out, out
+
+
 def test_init_checkpoint_resumed_in_the_second_phase_freezes_nothing(tf, tmp_path):
     runner = FakeRunner(tmp_path / "run", model=tiny_model(tf))
     runner.resumed, runner.epoch = True, 3

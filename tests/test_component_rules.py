@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from dsl.cli import main
@@ -131,6 +132,27 @@ def test_num_classes_left_out_is_the_number_of_classes_listed(tmp_path: Path, pa
     result = CliRunner().invoke(main, ["show", str(tmp_path / "p.yaml")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "  num_classes: 3\n" in result.output
+
+
+def test_a_folder_inputter_s_num_classes_left_out_is_its_class_folders(tmp_path: Path) -> None:
+    """Trial B14: image_folder with `classes: null` still asked for num_classes. Left out, it is the
+    number of the train folder's sub-folders (the stored pipeline says it); text_folder likewise."""
+    for name in ("cat", "dog", "fox", "owl"):
+        (tmp_path / "train" / name).mkdir(parents=True)
+    for kind, shape, net, modeler in (("image_folder", "  image_shape: [8, 8, 3]\n", "mlp", "image_classification"),
+                                      ("text_folder", "", "text_cnn", "text_classification")):
+        (tmp_path / "p.yaml").write_text(f"version: 1\ninputter:\n  type: {kind}\n  train: {tmp_path / 'train'}\n"
+                                         f"{shape}network: {{type: {net}}}\nmodeler: {{type: {modeler}}}\nrunner: {{max_epochs: 1}}\n",
+                                         encoding="utf-8")
+        result = CliRunner().invoke(main, ["show", str(tmp_path / "p.yaml")], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        inputter = yaml.safe_load(result.output)["inputter"]
+        assert inputter["num_classes"] == 4 and list(inputter).index("num_classes") == 4, inputter  # in schema order
+    (tmp_path / "p.yaml").write_text(f"version: 1\ninputter:\n  type: image_folder\n  train: {tmp_path / 'nowhere'}\n"
+                                     "network: {type: mlp}\nmodeler: {type: image_classification}\nrunner: {max_epochs: 1}\n",
+                                     encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "p.yaml")], catch_exceptions=False)
+    assert result.exit_code == 0 and "nowhere does not exist yet" in result.output, result.output  # counted when made
 
 
 def test_num_classes_is_required_when_no_classes_are_listed(tmp_path: Path) -> None:

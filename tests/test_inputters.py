@@ -342,6 +342,14 @@ def test_image_folder_labels_follow_sorted_folders(tmp_path):
     assert everything(ordered.dataset("train"))[1].tolist() == [2, 2, 2, 1, 1, 0]
 
 
+def test_image_folder_counts_its_class_folders_when_num_classes_is_left_out(tmp_path):
+    """Trial B14: `classes: null` reads the sub-folders, yet num_classes was still required."""
+    train = make_folder(tmp_path / "train", {"dog": 2, "cat": 3, "emu": 1})
+    inputter = build("image_folder", train=str(train), image_shape=[4, 4, 3], batch_size=2)
+    assert inputter.num_classes == 3 and inputter.class_names == ["cat", "dog", "emu"]
+    assert inputter.facts()["num_classes"] == 3
+
+
 def test_image_folder_errors_name_the_key(tmp_path):
     train = make_folder(tmp_path / "train", {"a": 1, "b": 1})
     with pytest.raises(DslError, match=r"inputter.train: there are 2 classes \(a, b\) but inputter.num_classes is 3"):

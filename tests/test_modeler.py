@@ -445,3 +445,11 @@ def test_a_classifier_that_predicts_one_class_is_said_to_have_collapsed_once() -
     assert phases(collapsed, healthy, collapsed, healthy) == []
     # ... or when the run's last phase does.
     assert phases(healthy, collapsed, max_epochs=2) == [f"warning: val, step 80: {warning}"]
+    # Said again when the run ends collapsed after saying it earlier (trial B14 heard of it at step 12 only).
+    assert phases(collapsed, collapsed, healthy, collapsed, max_epochs=4) == [
+        f"warning: val, step 80: {warning}", f"warning: val, step 160 (still, at the run's end): {warning}"]
+    # Nearly every prediction one class (171 of 173 'five' in the trial) is a collapse too; a class
+    # most of the data holds, predicted for nearly everything, is not.
+    nearly = class_report(np.array([[6, 0, 0], [7, 0, 0], [6, 0, 1]]), ["cat", "dog", "fox"])
+    assert built.report_warnings(nearly)[0].startswith("19 of 20 predictions are class 'cat' though the data holds 3")
+    assert built.report_warnings(class_report(np.array([[90, 0], [5, 5]]), None)) == []

@@ -163,7 +163,11 @@ class InitCheckpoint(Callback):
             self._freeze(runner)
         if self.params.get("freeze_batch_norm"):
             self._freeze_batch_norm(runner)
-        self._scale_backbone(runner)
+        scaled = self._scale_backbone(runner)
+        if scaled and self.trainable_entries is None:  # with trainable, the unfreezing line says it
+            runner.print(f"init_checkpoint: {scaled} backbone variables train at "
+                         f"{self.params['backbone_lr_multiplier']:g} x the learning rate (backbone_lr_multiplier), "
+                         "the head at 1 x")
         if self._origin is not None and runner.placement.is_chief:  # the start is accepted: record it
             _record_origin(runner.model_dir, self.params["path"], *self._origin)
 
@@ -183,16 +187,19 @@ class InitCheckpoint(Callback):
         multiplier = self.params.get("backbone_lr_multiplier", 1.0)
         return f", the backbone at {multiplier:g} x the learning rate" if multiplier != 1.0 else ""
 
-    def _scale_backbone(self, runner: Any) -> None:
+    def _scale_backbone(self, runner: Any) -> int:
+        """Scale the backbone's gradients by backbone_lr_multiplier; how many trainable variables that slows
+        (trial B14 could not tell from the log whether the setting took effect)."""
         multiplier = float(self.params.get("backbone_lr_multiplier", 1.0))
         if multiplier == 1.0:
-            return
+            return 0
         from dsl.engine.gradient_scale import set_multipliers
         from dsl.networks import head_variable_names
 
         head = head_variable_names(runner.model)
         names = [v.name.rsplit(":", 1)[0] for v in runner.model.weights]
         set_multipliers(runner.model, {name: multiplier for name in names if name not in head})
+        return sum(1 for v in runner.model.trainable_weights if v.name.rsplit(":", 1)[0] not in head)
 
     def _freeze_batch_norm(self, runner: Any) -> None:
         from dsl.callbacks._freeze import freeze_batch_norm

@@ -13,8 +13,8 @@ also wants a table per class and the confusion matrix. A modeler may offer, each
   `folder` (the run directory) and summaries in the default TensorBoard writer; returns
   {what: path}. Only the chief calls it.
 - `report_warnings(report)`: what the report shows is wrong, in words (a classifier whose
-  predictions all fall in one class); said once a run, on the chief, when two val phases in a
-  row show it or the run's last one does: the first val phase of a healthy run often shows a
+  predictions (nearly) all fall in one class); said on the chief, once when two val phases in a
+  row show it, and when the run's last one does: the first val phase of a healthy run often shows a
   young network predicting one class (a new user learned to ignore the warning there).
 
 Nothing here knows a task: the report goes from the modeler to the record, the run
@@ -63,11 +63,15 @@ class PhaseReport:
             return {}
         self.write(runner, "val", "val", runner.step, f"val, step {runner.step}")
         warnings = getattr(self.modeler, "report_warnings", None)
-        if self.last and warnings is not None and runner.placement.is_chief and not self.warned:
+        if self.last and warnings is not None and runner.placement.is_chief:
             texts = warnings(self.last)
-            if texts and (self.warned_before or _last_phase(runner)):
+            last = _last_phase(runner)
+            # Said once when it persists (a young network's first phase often shows it), and again
+            # when it ends the run: the end is what the run leaves (trial B14 heard of it at step 12 only).
+            if texts and (last or (self.warned_before and not self.warned)):
+                again = " (still, at the run's end)" if self.warned and last else ""
                 for text in texts:
-                    runner.notice(f"warning: val, step {runner.step}: {text}")
+                    runner.notice(f"warning: val, step {runner.step}{again}: {text}")
                 self.warned = True
             self.warned_before = bool(texts)
         return self.outputs()

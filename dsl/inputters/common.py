@@ -139,6 +139,17 @@ NUM_CLASSES_PARAM: dict[str, Any] = {
     "minimum": 2,
 }
 
+# num_classes of an inputter whose classes are its sub-folders: counted from them when left out.
+FOLDER_NUM_CLASSES_PARAM: dict[str, Any] = {
+    "description": (
+        "Number of classes (class sub-folders); null = the length of `classes`, else the number of "
+        "sub-folders of the train folder (a stated number is checked against them)."
+    ),
+    "type": ["integer", "null"],
+    "minimum": 2,
+    "default": None,
+}
+
 
 def source_params(what: str, item_schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """`train`, `val` and `test`: each null (no data for that mode) or `what` (a path or a list of them)."""
@@ -265,8 +276,12 @@ def files_under(folder: Path, suffixes: tuple[str, ...]) -> list[str]:
 
 
 def check_num_classes(found: int, params: dict[str, Any], key: str, what: str) -> None:
-    """The data's class count must equal `num_classes`; say which setting to change when not."""
-    expected = params["num_classes"]
+    """The data's class count must equal `num_classes`; say which setting to change when not.
+    A folder inputter's num_classes left out is the count found (set in `params` for its builder)."""
+    expected = params.get("num_classes")
+    if expected is None:
+        params["num_classes"] = found
+        return
     if found != expected:
         raise DslError(f"{key}: {what} but inputter.num_classes is {expected}; make them agree")
 

@@ -18,7 +18,26 @@ from dsl.language.schema import item_schema, object_schema, pipeline_schema
 def fill_defaults(pipeline: dict[str, Any]) -> dict[str, Any]:
     """A copy of a schema-valid `pipeline` with every omitted optional value set to its default."""
     filled: dict[str, Any] = _fill(pipeline, pipeline_schema())
+    _count_classes(filled.get("inputter"))
     return filled
+
+
+def _count_classes(inputter: Any) -> None:
+    """An inputter's num_classes left out (image_folder's, text_folder's) is the number of classes it
+    declares by its registered facts (its sub-folders, when they are there), so that the stored
+    pipeline and every section read a number; left out when they are not there yet."""
+    from dsl.language.registry import lookup
+    from dsl.language.rules import declared_classes
+
+    if not isinstance(inputter, dict) or "num_classes" not in inputter or inputter["num_classes"] is not None:
+        return
+    names = declared_classes(inputter)
+    if not names:
+        return
+    inputter["num_classes"] = len(names)
+    order = ["type", *lookup("inputter", str(inputter["type"])).params]  # the schema's order, as _fill keeps it
+    for key in sorted(inputter, key=lambda key: order.index(key) if key in order else len(order)):
+        inputter[key] = inputter.pop(key)
 
 
 def _fill(value: Any, schema: dict[str, Any] | bool | None) -> Any:

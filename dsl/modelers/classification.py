@@ -141,10 +141,12 @@ class ClassificationModeler(BaseModeler):
         (a val accuracy near one class's share says the same, less plainly)."""
         from dsl.modelers._class_report import collapsed_to
 
-        name = collapsed_to(report)
-        if name is None:
+        found = collapsed_to(report)
+        if found is None:
             return []
-        return [f"every prediction is class {name!r} though the data holds {sum(r['support'] > 0 for r in report['per_class'])} "
+        name, count, total = found
+        said = "every prediction is" if count == total else f"{count} of {total} predictions are"
+        return [f"{said} class {name!r} though the data holds {sum(r['support'] > 0 for r in report['per_class'])} "
                 "classes: the model has collapsed to one class (usual causes: too few training steps so far for "
                 "batch-norm statistics to settle, a learning rate too high, or frozen batch-norm statistics that "
                 "do not fit the data)"]

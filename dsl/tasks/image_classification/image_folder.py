@@ -17,8 +17,8 @@ from typing import Any
 from dsl.engine.contracts import Inputter
 from dsl.inputters.common import (
     COMMON_PARAMS,
+    FOLDER_NUM_CLASSES_PARAM,
     MODES,
-    NUM_CLASSES_PARAM,
     Listing,
     as_list,
     check_num_classes,
@@ -39,7 +39,7 @@ from dsl.tasks.image_classification._host_files import folder_images
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a folder with one sub-folder of images per class", {"type": "string", "minLength": 1}),
-    "num_classes": NUM_CLASSES_PARAM,
+    "num_classes": FOLDER_NUM_CLASSES_PARAM,
     "classes": {
         "description": (
             "Class sub-folder names in label order (label 0 first); null = the sorted sub-folder "
@@ -86,7 +86,6 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     facts=folder_class_names,
     rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
-    required=("num_classes",),
     outputs=skipped_outputs,
     examples=examples,
     description="Images (PNG, JPEG, BMP, GIF) in one sub-folder per class (class index = sorted sub-folder names).",

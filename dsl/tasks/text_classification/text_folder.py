@@ -17,6 +17,7 @@ from typing import Any
 
 from dsl.engine.contracts import Inputter
 from dsl.inputters.common import (
+    FOLDER_NUM_CLASSES_PARAM,
     MODES,
     as_list,
     check_num_classes,
@@ -42,11 +43,7 @@ TEXT_EXTENSION = ".txt"
 
 PARAMS: dict[str, dict[str, Any]] = {
     **source_params("a folder with one sub-folder of .txt files per class", {"type": "string", "minLength": 1}),
-    "num_classes": {
-        "description": "Number of classes (class sub-folders).",
-        "type": "integer",
-        "minimum": 2,
-    },
+    "num_classes": FOLDER_NUM_CLASSES_PARAM,
     "classes": {
         **CLASSES_PARAM,
         "description": (
@@ -93,7 +90,6 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     facts=folder_class_names,
     rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
-    required=("num_classes",),
     examples=examples,
     description="Texts as .txt files in one sub-folder per class (IMDB's layout); a vocabulary built from the train split.",
     batch=("tokens", "class"),
