@@ -352,6 +352,9 @@ def test_val_basic_says_when_the_score_was_still_rising_at_the_end(tmp_path, cap
     runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.202, 0.832, 0.972], loss=0.25))  # make demo's
     assert "rose" not in capsys.readouterr().err  # levelling off: the last gain is under half the one before
     runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=4, steps_per_epoch=2)
+    runner.run([make("val_basic")], TRAIN, sequence("map", [0.05, 0.0876, 0.1071, 0.1118], loss=0.5))  # trial A13's
+    assert "val/map rose 0.0876 -> 0.1071 -> 0.1118" in capsys.readouterr().err  # slowing, but far below 0.9
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=4, steps_per_epoch=2)
     runner.stop_reason = "early_stopping: val/loss did not improve"
     runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.5, 0.6, 0.7, 0.8], loss=0.25))
     assert "rose" not in capsys.readouterr().err

@@ -9,11 +9,11 @@ import math
 from typing import Any
 
 from dsl.language.errors import DslError
+from dsl.language.goals import AUTO_DESCRIPTION, better
 from dsl.language.registry import PHASE_OUTPUT_FORMAT
 
 # Outputs whose name contains one of these grow when the model improves (Keras' `auto` rule,
 # widened to the usual classification metrics).
-_HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "precision", "recall", "f1", "iou")
 
 
 def monitor_param(default: str, purpose: str) -> dict[str, Any]:
@@ -29,8 +29,7 @@ def monitor_param(default: str, purpose: str) -> dict[str, Any]:
 
 MODE_PARAM: dict[str, Any] = {
     "description": (
-        "Whether a larger (max) or smaller (min) value is better; auto: max for accuracy-like "
-        "outputs (accuracy, auc, precision, recall, f1, iou), min otherwise."
+        f"Whether a larger (max) or smaller (min) value is better; auto: {AUTO_DESCRIPTION}."
     ),
     "type": "string",
     "enum": ["auto", "min", "max"],
@@ -47,7 +46,7 @@ class Monitor:
         self.key = key
         self.min_delta = abs(min_delta)
         if mode == "auto":
-            mode = "max" if any(word in self.output.lower() for word in _HIGHER_IS_BETTER) else "min"
+            mode = better(self.output)
         self.mode = mode
 
     def check_workflow(self, runner: Any) -> None:

@@ -125,18 +125,21 @@ class ValBasic(Callback):
 # Each task's headline val score (higher is better): classification, detection, segmentation, translation.
 SCORES = ("accuracy", "map", "mean_iou", "bleu")
 RISING = 3  # val phases in a row
+FAR_BELOW = 0.9  # a score under this still rising has room, even as its gains shrink
 
 
 def still_rising(scores: list[tuple[str, float]]) -> str | None:
     """`"map rose 0.21 -> 0.25 -> 0.28"` when the last RISING val scores each beat the one before
-    and the last gain is at least half the one before it: still climbing, not levelling off (a
-    trial's detector ended at 0.28 after 12 epochs, 0.71 after 30, with no word that it was still
-    learning; the quickstart's 0.20 -> 0.83 -> 0.97 levels off and says nothing), else None."""
+    and either the last gain is at least half the one before it (still climbing, not levelling off)
+    or the score is still far below its ceiling (under FAR_BELOW): a trial's detector ended at 0.28
+    after 12 epochs, 0.71 after 30, with no word that it was still learning, and another's mAP rose
+    0.088 -> 0.107 -> 0.112 in 6 epochs (0.66 after 30); the quickstart's 0.20 -> 0.83 -> 0.97
+    levels off near its ceiling and says nothing. Else None."""
     last = scores[-RISING:]
     if len(last) < RISING or len({key for key, _ in last}) != 1:
         return None
     values = [value for _, value in last]
     gains = [after - before for before, after in itertools.pairwise(values)]
-    if not all(gain > 0 for gain in gains) or gains[-1] < gains[-2] / 2:
+    if not all(gain > 0 for gain in gains) or (gains[-1] < gains[-2] / 2 and values[-1] >= FAR_BELOW):
         return None
     return f"{last[0][0]} rose {' -> '.join(format_value(value) for value in values)}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.language.goals import AUTO_DESCRIPTION
+
 SPACE_TYPES = ("uniform", "log_uniform", "int", "choice")
 METHODS = ("tpe", "random", "grid")
 
@@ -104,7 +106,7 @@ SWEEP_SCHEMA: dict[str, Any] = {
             "default": "val/loss",
         },
         "goal": {
-            "description": "min or max the metric; auto: max for accuracy-like outputs (accuracy, auc, iou, ...), min otherwise.",
+            "description": f"min or max the metric; auto: {AUTO_DESCRIPTION}.",
             "enum": ["auto", "min", "max"],
             "default": "auto",
         },

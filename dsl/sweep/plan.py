@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsl.language.goals import better
 from dsl.sweep.checks import available_slots, trial_processes
 from dsl.sweep.space import Space, read_spaces
-
-_HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "precision", "recall", "f1", "iou")
 
 
 @dataclass
@@ -33,8 +32,7 @@ class SweepPlan:
         metric = sweep.get("metric", "val/loss")
         goal = sweep.get("goal", "auto")
         if goal == "auto":
-            output = metric.partition("/")[2].lower()
-            goal = "max" if any(word in output for word in _HIGHER_IS_BETTER) else "min"
+            goal = better(metric)
         directory = Path(sweep.get("directory") or f"runs/{pipeline['name']}-sweep").absolute()
         storage = sweep.get("storage") or f"sqlite:///{directory / 'study.db'}"
         return cls(file, overrides, pipeline, read_spaces(sweep), metric, goal, directory, storage, pipeline["name"])
