@@ -127,8 +127,9 @@ def test_coco_classes_in_another_order_or_a_count_apart_are_errors_at_their_keys
     """Trial A7: `classes` naming the file's categories in another order than their ids was taken in
     silence (every prediction and per-class AP then carries another category's name). Both errors
     start with the pipeline key, so a run locates them at its line (and `validate --data` too)."""
-    with pytest.raises(DslError, match=r"^inputter.classes: 'square' is class 0 here but the category at index 1 "
-                                       r"\(by id\) \[disc, square, triangle\]; list the classes in the categories' id order"):
+    with pytest.raises(DslError, match=r"^inputter.classes: classes lists 'square' as class 0, but in the file it is "
+                                       r"class 1 \(the categories in id order are disc, square, triangle\), so every box "
+                                       r"would be relabelled; list the classes in that order"):
         read_sources(params(boxes / "train.json", classes=["square", "disc", "triangle"]), "coco")
     with pytest.raises(DslError, match=r"^inputter.classes: 'tri' \(class 2\) is not a category of the file, whose "
                                        r"category 2 \(by id\) is 'triangle', though the other names are the file's"):
@@ -153,8 +154,10 @@ def test_coco_classes_in_another_order_or_a_count_apart_are_errors_at_their_keys
                                        f"inputter={{type: coco_json, train: {boxes / 'train.json'}, val: {boxes / 'eval.json'}, num_classes: 3, "
                                        "classes: [square, disc, triangle]}"], catch_exceptions=False)
     assert result.exit_code == 1
-    assert "<--set>:1:" in result.output and "error: inputter.classes: 'square' is class 0 here" in result.output, \
+    assert "<--set>:1:" in result.output and "error: inputter.classes: classes lists 'square' as class 0" in result.output, \
         result.output
+    assert result.output.count("classes lists 'square' as class 0") == 1, result.output  # not once per split (A13)
+    assert f"names in {boxes / 'train.json'} and {boxes / 'eval.json'}" in result.output, result.output
     # A count apart: the summary says the file's count beside the declared one (trial A9 read "3 classes" alone).
     result = CliRunner().invoke(main, ["validate", str(PIPELINE), "--data", "--set",
                                        f"inputter={{type: coco_json, train: {boxes / 'train.json'}, val: {boxes / 'eval.json'}, "

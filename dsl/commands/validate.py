@@ -194,7 +194,29 @@ def _check(name: str, overrides: tuple[str, ...], world_size: int | None, summar
     summaries[name] = summaries.get(name, []) + [(split.summary(resolved["inputter"], world_size, batch), split.to_dict()) for split in splits]
     if scaled is not None and world_size > 1:
         summaries[name].append((scaled.summary(), scaled.to_dict()))
-    return diagnostics + found, resolved
+    return _once(diagnostics + found), resolved
+
+
+def _once(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Each diagnostic once: a pipeline setting that every split finds wrong (COCO classes in another
+    order than the file's) is one line at the setting naming each file, not one a split (trial A13
+    read it twice). Messages that differ only in their last words ` in FILE` are one."""
+    import re
+
+    kept: dict[tuple[Any, ...], Diagnostic] = {}
+    files: dict[tuple[Any, ...], list[str]] = {}
+    for found in diagnostics:
+        match = re.fullmatch(r"(.*) in (\S+)", found.message, re.DOTALL)
+        text, file = (match.group(1), match.group(2)) if match else (found.message, None)
+        key = (found.file, found.line, found.col, found.path, text, found.severity)
+        if key not in kept:
+            kept[key], files[key] = found, []
+        if file is not None and file not in files[key]:
+            files[key].append(file)
+    for key, found in kept.items():
+        if len(files[key]) > 1:
+            found.message = f"{key[4]} in {', '.join(files[key][:-1])} and {files[key][-1]}"
+    return list(kept.values())
 
 
 def _exchange_summary(resolved: dict[str, Any], model: Any, world_size: int, link: str,

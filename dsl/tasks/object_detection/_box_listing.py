@@ -277,9 +277,9 @@ def _misplaced_names(classes: list[str] | None, names: list[str]) -> str | None:
     """
     for k, name in enumerate(classes or []):
         if name in names and names.index(name) != k:
-            return (f"{name!r} is class {k} here but the category at index {names.index(name)} (by id) "
-                    f"[{', '.join(names)}]; list the classes in the categories' id order, or leave classes out "
-                    "to take the file's names")
+            return (f"classes lists {name!r} as class {k}, but in the file it is class {names.index(name)} (the "
+                    f"categories in id order are {', '.join(names)}), so every box would be relabelled; list the "
+                    "classes in that order, or leave classes out to take the file's names")
     foreign = [name for name in classes or [] if name not in names]
     if foreign and len(foreign) < len(classes or []):  # some of the file's names, and others: a slip, not a renaming
         k = (classes or []).index(foreign[0])
