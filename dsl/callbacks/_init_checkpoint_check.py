@@ -28,7 +28,7 @@ from typing import Any
 from dsl.engine.checkpoint_paths import named_prefix
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
-from dsl.language.suggest import closest
+from dsl.language.suggest import closest, path_did_you_mean
 
 GROUPS = ("head", "backbone")  # dsl.networks._groups.GROUPS, without importing networks
 ADAPTIVE = ("adam", "adamw", "rmsprop")  # optimizers that divide a gradient's scale out (dsl.engine.gradient_scale)
@@ -68,15 +68,8 @@ def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
             where: JsonPath = ("callbacks", index, "path")
             found.append(Diagnostic.at(sources.locate(where), where, (
                 f"{path!r} does not exist; train the base pipeline whose runner.model_dir it is first, or fix the "
-                f"path (relative paths are relative to the directory dslrun starts in){_nearby(path)}")))
+                f"path (relative paths are relative to the directory dslrun starts in){path_did_you_mean(path)}")))
     return found
-
-
-def _nearby(path: str) -> str:
-    from dsl.language.suggest import nearest_existing
-
-    near = nearest_existing(path)
-    return f"; did you mean {near}?" if near else ""
 
 
 def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
@@ -263,7 +256,7 @@ def checkpoint_problem(path: str) -> tuple[str | None, str]:
     given = Path(path)
     if not given.exists() and not Path(f"{path}.index").exists():
         return (f"{path!r} does not exist (yet); the run stops with an error unless a run writes it first: "
-                f"train the base pipeline whose runner.model_dir it is, or fix the path{_nearby(path)}"), "warning"
+                f"train the base pipeline whose runner.model_dir it is, or fix the path{path_did_you_mean(path)}"), "warning"
     prefix = resolve_prefix(path)
     if prefix is None:
         return (f"{path!r} is not a checkpoint dslrun can read: give a run directory (or its checkpoints/ or "

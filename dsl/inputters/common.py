@@ -201,11 +201,10 @@ def relative_note(value: str) -> str:
     """` (relative paths are relative to CWD)` for a relative `value` (the usual surprise), nothing for
     an absolute one (trial A12 read "relative to" under its absolute path); and the nearest existing
     path when one part looks misspelt (`; did you mean data/train.csv?`)."""
-    from dsl.language.suggest import nearest_existing
+    from dsl.language.suggest import path_did_you_mean
 
     note = "" if os.path.isabs(os.path.expanduser(value)) else f" (relative paths are relative to {os.getcwd()})"
-    near = nearest_existing(os.path.expanduser(value))
-    return note + (f"; did you mean {near}?" if near else "")
+    return note + path_did_you_mean(os.path.expanduser(value))
 
 
 def existing_file(value: str, key: str, generator: str = "synthetic") -> Path:

@@ -27,9 +27,9 @@ def did_you_mean(word: Any, candidates: Iterable[Any]) -> str:
     return f"; did you mean {match!r}?" if match is not None and match != word else ""
 
 
-def nearest_existing(path: str) -> str | None:
-    """`path` with its first missing part replaced by the closest name beside it, when the whole then
-    exists (trial B13 wrote runs/base4/best for runs/base04/best; trial A12 trian.csv); None when nothing is that close."""
+def path_did_you_mean(path: str) -> str:
+    """`; did you mean runs/base04/best?` when `path` with its first missing part replaced by the
+    closest name beside it exists (trial B13 wrote runs/base4/best, A12 trian.csv); else ""."""
     parts = Path(path).parts
     for depth, part in enumerate(parts):
         if Path(*parts[: depth + 1]).exists():
@@ -37,9 +37,9 @@ def nearest_existing(path: str) -> str | None:
         try:
             name = closest(part, os.listdir(Path(*parts[:depth])))
         except OSError:
-            return None
+            return ""
         candidate = Path(*parts[:depth], name, *parts[depth + 1:]) if name else None
         if candidate is not None and (candidate.exists() or Path(f"{candidate}.index").exists()):
-            return str(candidate)
-        return None
-    return None
+            return f"; did you mean {candidate}?"
+        return ""
+    return ""
