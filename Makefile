@@ -12,6 +12,8 @@ export TF_USE_LEGACY_KERAS ?= 1
 HOROVOD_VERSION := 0.28.1
 # The one change dslrun makes to Horovod's source before building it (see the file's header).
 HOROVOD_PATCH   := tools/horovod-$(HOROVOD_VERSION)-tf2.21.patch
+# And one to its installed launcher (Python only, so the cached wheel stays valid; see its header).
+HOROVOD_RUNNER_PATCH := tools/horovod-$(HOROVOD_VERSION)-runner.patch
 HOROVOD_SRC     := $(VENV)/src
 MPI4PY_VERSION  := 4.1.2
 
@@ -70,6 +72,12 @@ horovod:
 	    pathlib.Path(horovod.__file__).with_name('dslrun_build.json').write_text(json.dumps({'horovod': horovod.__version__, \
 	    'tensorflow': version('tensorflow'), 'python': sys.version.split()[0], 'patch': '$(HOROVOD_PATCH)', \
 	    'gpu_operations': '$(HOROVOD_GPU_OPERATIONS)' or None}))"; }
+	@site=$$($(BIN)/python -c "import os, horovod; print(os.path.dirname(os.path.dirname(horovod.__file__)))") && \
+	  if ! grep -q _built_on_disk $$site/horovod/common/util.py; then \
+	    patch -p1 --quiet --forward -d $$site < $(HOROVOD_RUNNER_PATCH) || exit 1; \
+	  fi && \
+	  $(BIN)/python -c "from horovod.common.util import gloo_built, mpi_built; \
+	    print(f'horovod: built with Gloo {gloo_built()}, with MPI {mpi_built()} (kept for horovodrun)')"
 	$(BIN)/python -m pip install --quiet mpi4py==$(MPI4PY_VERSION)
 
 # The multi-host tests (tests/testhosts.py) run a real sshd in each test host (a network namespace):
