@@ -98,6 +98,47 @@ def test_a_second_phase_after_the_run_s_end_is_a_located_error(tmp_path: Path) -
     assert ": error: " not in result.output, result.output
 
 
+def test_an_inherited_schedule_that_has_dropped_the_rate_when_the_backbone_unfreezes_is_a_warning(tmp_path: Path) -> None:
+    """Trial B15: a two-phase fine-tune that extends its base inherited `piecewise` boundaries [8]; the
+    backbone unfroze after 10 epochs at a hundredth of the rate, with nothing said. The same schedule
+    written in the fine-tuning file itself is taken as meant: no warning."""
+    schedule = ("  optimizer: {type: momentum, learning_rate: 0.01}\n"
+                "  lr_schedule: {type: piecewise, boundaries: [8], values: [1.0, 0.1]}\n")
+    base = PIPELINE.format(path=tmp_path / "base", skip="[]").replace(
+        "  type: image_classification\n", "  type: image_classification\n" + schedule).replace("max_epochs: 1", "max_epochs: 20")
+    (tmp_path / "base.yaml").write_text(base)
+    (tmp_path / "tune.yaml").write_text("extends: base.yaml\ncallbacks: !merge\n  - type: init_checkpoint\n"
+                                        "    trainable: [head]\n    unfreeze_after_epochs: 10\n    backbone_lr_multiplier: 0.1\n")
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "tune.yaml")], catch_exceptions=False)
+    warnings = [line for line in result.output.splitlines() if "lr_schedule" in line]
+    assert result.exit_code == 0 and warnings == [
+        f"{tmp_path / 'tune.yaml'}:5:28: warning: callbacks[0].unfreeze_after_epochs: the backbone unfreezes after 10 "
+        f"epochs, where modeler.lr_schedule (piecewise, from {tmp_path / 'base.yaml'}:10, which {tmp_path / 'tune.yaml'} "
+        "extends) is down to 0.1 x the rate (0.01 x 0.1 = 0.001, times backbone_lr_multiplier 0.1: 0.0001); give "
+        f"{tmp_path / 'tune.yaml'} its own modeler.lr_schedule for this run if that is not meant"], result.output
+    # Unfreezing before the drop: the backbone starts at the full rate, nothing to say.
+    (tmp_path / "early.yaml").write_text((tmp_path / "tune.yaml").read_text().replace("epochs: 10", "epochs: 5"))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "early.yaml")], catch_exceptions=False)
+    assert result.exit_code == 0 and "lr_schedule" not in result.output, result.output
+    # The schedule in the fine-tuning file itself: meant.
+    (tmp_path / "own.yaml").write_text(base.replace("    skip: []\n", "    trainable: [head]\n    unfreeze_after_epochs: 10\n"))
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "own.yaml")], catch_exceptions=False)
+    assert result.exit_code == 0 and "lr_schedule" not in result.output, result.output
+
+
+def test_factor_at_epoch_follows_the_schedules() -> None:
+    from dsl.modelers._schedules import factor_at_epoch
+
+    piecewise = {"type": "piecewise", "boundaries": [8, 16], "values": [1.0, 0.1, 0.01]}
+    assert [factor_at_epoch(piecewise, e) for e in (0, 7, 8, 16, 30)] == [1.0, 1.0, 0.1, 0.01, 0.01]
+    assert factor_at_epoch({"type": "exponential", "decay_epochs": 2, "decay_rate": 0.5}, 4) == pytest.approx(0.25)
+    assert factor_at_epoch({"type": "exponential", "decay_epochs": 2, "decay_rate": 0.5, "staircase": True}, 3) == 0.5
+    assert factor_at_epoch({"type": "cosine"}, 5, max_epochs=10) == pytest.approx(0.5)
+    assert factor_at_epoch({"type": "cosine", "warmup_epochs": 2}, 1, max_epochs=10) is None  # in the warmup
+    assert factor_at_epoch({"type": "constant"}, 50) == 1.0 and factor_at_epoch({}, 3) == 1.0
+    assert factor_at_epoch({"type": "inverse_sqrt", "warmup_epochs": 1}, 3) is None
+
+
 def test_a_reset_head_that_trainable_never_selects_is_a_located_error(tmp_path: Path) -> None:
     """`reset_head: true` with `trainable: [backbone]` trains around a random classifier: known from
     the pipeline alone (a trial got a run-time warning only, and exit 0)."""
@@ -171,7 +212,8 @@ def test_a_trainable_entry_that_matches_nothing_is_an_error_even_beside_one_that
     errors = [line for line in built.output.splitlines() if ": error: " in line]
     assert built.exit_code == 1 and errors == [
         f"{tuned}:7:16: error: callbacks[0].trainable: init_checkpoint.trainable: ['hiden_2'] matches no variable "
-        "of the model, so it trains nothing; write `head` or `backbone`, or a regular expression of variable names "
+        "of the model, so the layers it was meant for would stay frozen; write `head` or `backbone`, or a regular "
+        "expression of variable names "
         "(the head's layers: logits; `dslrun show --variables` lists every name)"], built.output
     run = CliRunner().invoke(main, ["run", str(tuned)], catch_exceptions=False)
     assert run.exit_code == 1 and "['hiden_2'] matches no variable of the model" in run.output
@@ -430,3 +472,21 @@ def test_a_checkpoint_named_beside_its_folder_gets_the_path_that_holds_it(tmp_pa
         given_checkpoint(str(tmp_path / "run" / "ckpt-90"), "--checkpoint")
     with pytest.raises(DslError, match=r"no such checkpoint \(expected a directory or a prefix with .*ckpt-91.index\)$"):
         given_checkpoint(str(tmp_path / "run" / "ckpt-91"), "--checkpoint")
+
+
+def test_a_checkpoint_number_the_run_lacks_lists_the_ones_it_holds(tmp_path: Path) -> None:
+    """Trial B15's ckpt-999 inside a real run was "does not exist (yet)", with nothing to pick from; a
+    finished run (its DONE marker) writes no more checkpoints, so there it is an error."""
+    checkpoints = tmp_path / "base" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    for step in (12, 6, 18):
+        (checkpoints / f"ckpt-{step}.index").write_bytes(b"")
+    code, lines = validate(tmp_path, str(checkpoints / "ckpt-999"))
+    assert code == 0 and lines == [
+        f"{tmp_path / 'p.yaml'}:11:11: warning: callbacks[0].path: '{checkpoints / 'ckpt-999'}' does not exist (yet): "
+        f"{checkpoints} holds ckpt-6, ckpt-12, ckpt-18; give one of them, or the run directory {tmp_path / 'base'} for "
+        "its newest"], lines
+    (tmp_path / "base" / "DONE").write_text('{"step": 18, "checkpoint": "ckpt-18"}\n')
+    code, lines = validate(tmp_path, str(checkpoints / "ckpt-999"))
+    assert code == 1 and len(lines) == 1 and f"error: callbacks[0].path: '{checkpoints / 'ckpt-999'}' does not exist: " \
+        f"{checkpoints} holds ckpt-6, ckpt-12, ckpt-18;" in lines[0], lines

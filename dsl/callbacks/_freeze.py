@@ -47,8 +47,10 @@ def unmatched_trainable(model: tf.keras.Model, patterns: Sequence[Matcher]) -> s
     if not unused:
         return None
     head = ", ".join(head_layer_names(model)) or "none declared"
+    # Not "it trains nothing": the list's other entries still train (trial B15 read it as the whole list).
     return (f"init_checkpoint.trainable: {unused} match{'es' if len(unused) == 1 else ''} no variable of the model, so "
-            f"{'it trains' if len(unused) == 1 else 'they train'} nothing; write `head` or `backbone`, or a regular "
+            f"the layers {'it was' if len(unused) == 1 else 'they were'} meant for would stay frozen; write `head` or "
+            "`backbone`, or a regular "
             f"expression of variable names (the head's layers: {head}; `dslrun show --variables` lists every name)")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dsl.engine.checkpoint_paths import named_prefix
+from dsl.engine.rundir import DONE_MARKER
 from dsl.language.diagnostics import Diagnostic, SourceMap
 from dsl.language.diagnostics import Path as JsonPath
 from dsl.language.suggest import closest, path_did_you_mean
@@ -212,6 +213,8 @@ def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], 
         found.append(Diagnostic.at(sources.locate(path), path,
                                    f"the layers never unfreeze: {unfreeze} is not below runner.max_epochs {epochs}, so "
                                    "the run ends first; lower unfreeze_after_epochs or raise runner.max_epochs"))
+    if isinstance(unfreeze, int) and callback.get("trainable") is not None:
+        found += _inherited_drop(callback, (*base, "unfreeze_after_epochs"), pipeline, sources)
     optimizer = ((pipeline.get("modeler") or {}).get("optimizer") or {}).get("type")
     multiplier = callback.get("backbone_lr_multiplier", 1.0)
     if multiplier != 1.0 and optimizer in ADAPTIVE:
@@ -221,6 +224,34 @@ def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], 
                                    f"normalises away; use modeler.optimizer.type momentum (or sgd, nesterov), or "
                                    f"remove backbone_lr_multiplier"))
     return found
+
+
+def _inherited_drop(callback: dict[str, Any], at: JsonPath, pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic]:
+    """A base file's lr schedule that has lowered the rate when the backbone unfreezes: trial B15's
+    second phase trained its backbone at a hundredth of the rate it meant, with nothing said. The
+    schedule written in the fine-tuning file itself is taken as meant (a lower rate for the second
+    phase is the usual recipe); one inherited from a base file was written for another run."""
+    from dsl.modelers.base import factor_at_epoch
+
+    modeler = pipeline.get("modeler") or {}
+    schedule, schedule_at = modeler.get("lr_schedule") or {}, ("modeler", "lr_schedule")
+    where, top = sources.locate(schedule_at), sources.root
+    if schedule_at not in sources or where.file == top.file or where.file.startswith("<"):
+        return []
+    epochs = (pipeline.get("runner") or {}).get("max_epochs")
+    factor = factor_at_epoch(schedule, callback["unfreeze_after_epochs"], epochs if isinstance(epochs, int) else None)
+    if factor is None or factor >= 1.0:
+        return []
+    rate = (modeler.get("optimizer") or {}).get("learning_rate")
+    multiplier = callback.get("backbone_lr_multiplier", 1.0)
+    starts = f"{factor:g} x the rate"
+    if isinstance(rate, (int, float)):
+        starts += f" ({rate:g} x {factor:g} = {rate * factor:g}"
+        starts += f", times backbone_lr_multiplier {multiplier:g}: {rate * factor * multiplier:g})" if multiplier != 1.0 else ")"
+    return [Diagnostic.at(sources.locate(at), at, (
+        f"the backbone unfreezes after {callback['unfreeze_after_epochs']} epochs, where modeler.lr_schedule "
+        f"({schedule.get('type', 'constant')}, from {where.file}:{where.line}, which {top.file} extends) is down to "
+        f"{starts}; give {top.file} its own modeler.lr_schedule for this run if that is not meant"), "warning")]
 
 
 def resolve_prefix(path: str) -> str | None:
@@ -255,6 +286,16 @@ def checkpoint_problem(path: str) -> tuple[str | None, str]:
     """(what is wrong with `path` as init_checkpoint.path, severity), or (None, "") when it is usable."""
     given = Path(path)
     if not given.exists() and not Path(f"{path}.index").exists():
+        held = sorted((index.name.removesuffix(".index") for index in given.parent.glob("ckpt-*.index")),
+                      key=lambda name: int(name.split("-")[1]) if name.split("-")[1].isdigit() else 0)
+        if held and re.fullmatch(r"ckpt-\d+", given.name):
+            # Trial B15's ckpt-999 was "does not exist (yet)" with nothing to pick from. A finished run
+            # (its end marker beside checkpoints/) writes no more, so that one is an error.
+            run = given.parent.parent if given.parent.name == "checkpoints" else given.parent
+            finished = (run / DONE_MARKER).is_file()
+            shown = ", ".join(held) if len(held) <= 5 else f"{len(held)} checkpoints, the newest {', '.join(held[-3:])}"
+            return (f"{path!r} does not exist{'' if finished else ' (yet)'}: {given.parent} holds {shown}; give one of "
+                    f"them, or the run directory {run} for its newest"), "error" if finished else "warning"
         return (f"{path!r} does not exist (yet); the run stops with an error unless a run writes it first: "
                 f"train the base pipeline whose runner.model_dir it is, or fix the path{path_did_you_mean(path)}"), "warning"
     prefix = resolve_prefix(path)

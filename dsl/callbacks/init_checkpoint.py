@@ -181,11 +181,19 @@ class InitCheckpoint(Callback):
             self._scale_backbone(runner)
             runner.compile_calls()  # the train step differentiates the variables trainable when traced
             runner.print(f"init_checkpoint: epoch {runner.epoch}: unfroze {len(thawed)} layers; "
-                         f"{len(runner.model.trainable_weights)} variables train{self._rate_note()}")
+                         f"{len(runner.model.trainable_weights)} variables train{self._rate_note(runner)}")
 
-    def _rate_note(self) -> str:
-        multiplier = self.params.get("backbone_lr_multiplier", 1.0)
-        return f", the backbone at {multiplier:g} x the learning rate" if multiplier != 1.0 else ""
+    def _rate_note(self, runner: Any) -> str:
+        """The rate the backbone starts at, in numbers: trial B15's inherited schedule had already
+        lowered it a hundredfold, and "0.1 x the learning rate" did not show it."""
+        from dsl.callbacks.lr_logger import current_learning_rate
+
+        multiplier = float(self.params.get("backbone_lr_multiplier", 1.0))
+        rate = current_learning_rate(runner)
+        if multiplier == 1.0:
+            return f" at the learning rate {rate:g} (the last step's)"
+        return (f", the backbone at {multiplier:g} x the learning rate: {rate * multiplier:g} "
+                f"({rate:g} at the last step)")
 
     def _scale_backbone(self, runner: Any) -> int:
         """Scale the backbone's gradients by backbone_lr_multiplier; how many trainable variables that slows

@@ -42,11 +42,14 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
     if owner and runner.stop.finished:
         from dsl.engine.rundir import differs_from_stored
 
-        warning = differs_from_stored(runner.model_dir, dump_pipeline(pipeline.to_dict()))
-        if warning:
-            click.echo(f"dslrun: warning: {warning}", err=True)
         for tracking in pipeline.callbacks_of("mlflow"):
             _send_kept(runner.model_dir, tracking.params.get("tracking_uri"))
+        changed = differs_from_stored(runner.model_dir, dump_pipeline(pipeline.to_dict()))
+        if changed:
+            # An error, not a warning: a script looping over seeds read the old run's numbers as each
+            # new one's, from a command that exited 0 (trial B15). The same pipeline again stays a no-op.
+            click.echo(f"dslrun: error: {changed}", err=True)
+            sys.exit(1)
     if owner and code == 0:
         if not runner.stop.finished:
             click.echo(f"dslrun: run directory: {runner.model_dir}")

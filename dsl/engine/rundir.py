@@ -90,7 +90,7 @@ def read_done(model_dir: Path) -> dict[str, Any] | None:
 
 
 def differs_from_stored(model_dir: Path, text: str) -> str | None:
-    """A warning when `text` is not the pipeline stored in `model_dir` (nothing is written):
+    """The error when `text` is not the pipeline stored in `model_dir` (nothing is written):
     a finished run re-run with a changed pipeline trains nothing, and must say so."""
     path = model_dir / "pipeline.yaml"
     if not path.exists() or path.read_text(encoding="utf-8") == text:

@@ -10,6 +10,7 @@ there, so that this module stays TensorFlow-free and `dslrun validate` can read 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from dsl.language.errors import DslError
@@ -141,6 +142,32 @@ def build_schedule(
     from dsl.modelers._learning_rate import LearningRate
 
     return LearningRate(base_learning_rate, kind, **settings)
+
+
+def factor_at_epoch(config: dict[str, Any], epoch: float, max_epochs: int | None = None) -> float | None:
+    """The schedule's factor of optimizer.learning_rate once `epoch` epochs are done, as `build_schedule`'s
+    schedule gives it (to within an epoch's rounding to steps), for what `validate` can say before the
+    data's length is known; None where that needs steps: in the warmup, `inverse_sqrt`."""
+    kind = config.get("type", DEFAULT_SCHEDULE)
+    warmup = float(config.get("warmup_epochs") or 0)
+    if kind == "piecewise":
+        passed = sum(1 for boundary in config.get("boundaries") or [] if epoch >= boundary)
+        values = config.get("values") or [1.0]
+        return float(values[passed]) if passed < len(values) and epoch >= warmup else None
+    if epoch < warmup or kind == "inverse_sqrt":
+        return None
+    if kind == "exponential":
+        if not config.get("decay_epochs"):
+            return None
+        exponent = (epoch - warmup) / float(config["decay_epochs"])
+        return float(config.get("decay_rate", 0.1)) ** (math.floor(exponent) if config.get("staircase") else exponent)
+    if kind == "cosine":
+        decay = config.get("decay_epochs") or ((max_epochs - warmup) if max_epochs else None)
+        if not decay or decay <= 0:
+            return None
+        alpha = float(config.get("alpha", 0.0))
+        return alpha + (1.0 - alpha) * 0.5 * (1.0 + math.cos(math.pi * min((epoch - warmup) / float(decay), 1.0)))
+    return 1.0
 
 
 def _epochs_to_steps(steps_per_epoch: int | None, kind: str) -> Any:
