@@ -346,8 +346,18 @@ def test_val_basic_says_when_the_score_was_still_rising_at_the_end(tmp_path, cap
         "dslrun: val/map rose 0.2100 -> 0.2500 -> 0.2800 over the last 3 val phases: the run likely ended before its "
         "best; raise runner.max_epochs (4) and run it again, and it continues from its last checkpoint"]
     runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=4, steps_per_epoch=2)
-    runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.5, 0.7, 0.6, 0.8], loss=0.25))
-    assert "rose" not in capsys.readouterr().err
+    runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.5, 0.8, 0.7, 0.75], loss=0.25))
+    assert "rose" not in capsys.readouterr().err  # its best was 3 phases before the end
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=5, steps_per_epoch=2)
+    runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.55, 0.59, 0.6, 0.595, 0.605], loss=0.25))
+    assert "rose" not in capsys.readouterr().err  # wavering near a ceiling of its own: 1 % over 4 phases
+    # Trial A14: a new best at epoch 7 of 8, then a dip: the strict rise fails, the run is still learning.
+    runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=6, steps_per_epoch=2)
+    runner.run([make("val_basic")], TRAIN, sequence("map", [0.03, 0.05, 0.09, 0.11, 0.135, 0.132], loss=0.5))
+    assert capsys.readouterr().err.splitlines() == [
+        "dslrun: val/map rose 0.0900 -> 0.1100 -> 0.1350 -> 0.1320 over the last 4 val phases (its best, 0.1350, in "
+        "the last two): the run likely ended before its best; raise runner.max_epochs (6) and run it again, and it "
+        "continues from its last checkpoint"]
     runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=3, steps_per_epoch=2)
     runner.run([make("val_basic")], TRAIN, sequence("accuracy", [0.202, 0.832, 0.972], loss=0.25))  # make demo's
     assert "rose" not in capsys.readouterr().err  # levelling off: the last gain is under half the one before

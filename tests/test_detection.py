@@ -291,6 +291,31 @@ def test_validate_data_warns_at_the_anchors_when_the_boxes_match_none(boxes: Pat
     assert "match no anchor well at 96x96" in warnings[0] and "smaller than half the smallest anchor, 40 px" in warnings[0]
 
 
+def test_a_run_s_start_warns_when_no_anchor_fits_the_train_boxes(boxes: Path, capsys: pytest.CaptureFixture) -> None:
+    """Trial A14: 4-6 px anchors on 16-40 px digits trained to mAP 0.03 and exited 0; only `validate
+    --data` said why. The inputter reports its train boxes' sides, the modeler holds them against its
+    anchors when it is built (a run, eval), and says so once, on the chief."""
+    from dsl.language.context import BuildContext
+    from dsl.tasks.object_detection.modeler import ObjectDetectionModeler
+    from dsl.tasks.object_detection.object_detection_csv import build
+
+    inputter = build(params(boxes / "train.csv", image_shape=[96, 96, 3]), None)
+    sides = inputter.facts()["train_box_sides"]
+    assert len(sides) == sum(len(image.boxes) for image in inputter.listings["train"]) and min(sides) > 0
+    for sizes, warned in (([40, 56], True), ([8, 16, 32], False)):
+        context = BuildContext(image_shape=(96, 96, 3), num_classes=3)
+        context.learn({**inputter.facts(), "anchors": {"levels": [3, 4], "sizes": sizes, "scales": [1.0],
+                                                       "ratios": [1.0]}})
+        ObjectDetectionModeler({}, context)
+        err = capsys.readouterr().err
+        assert ("dslrun: warning: network.anchors: " in err and "train boxes match no anchor well at 96x96" in err
+                and f"smaller than half the smallest anchor, {sizes[0]} px" in err) == warned, err
+    context = BuildContext(image_shape=(96, 96, 3), num_classes=3, placement=Placement(rank=1, world_size=2))
+    context.learn({**inputter.facts(), "anchors": {"levels": [3, 4], "sizes": [40, 56], "scales": [1.0], "ratios": [1.0]}})
+    ObjectDetectionModeler({}, context)
+    assert capsys.readouterr().err == ""  # the chief says it, once
+
+
 def test_validate_data_sums_up_the_boxes_and_locates_a_bad_row(tmp_path: Path, boxes: Path) -> None:
     result = subprocess.run([*DSLRUN, "validate", str(PIPELINE), "--data"], capture_output=True, text=True,
                             env={**ENV, "DATA_DIR": str(boxes)}, timeout=120)
@@ -361,7 +386,11 @@ def sets(run: Path, *more: str) -> list[str]:
 @pytest.fixture(scope="module")
 def trained(boxes: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("trained") / "run"
-    run_cli(boxes, str(PIPELINE), *sets(run))
+    result = run_cli(boxes, str(PIPELINE), *sets(run))
+    # Trial A14: eval and predict looked in the pipeline's own run directory; the run says how to reach this one.
+    assert f"dslrun: run directory: {run} (set with --set: give eval, predict and export the same --set " \
+           f"runner.model_dir={run})" in result.stdout, result.stdout[-2000:]
+    assert "network.anchors" not in result.stderr  # the shipped anchors fit the generated boxes
     return run
 
 

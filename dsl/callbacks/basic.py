@@ -118,7 +118,7 @@ class ValBasic(Callback):
         rising = still_rising(self.scores)
         if rising and not runner.failed and not runner.stop_reason:
             length = ("runner.max_epochs", runner.max_epochs) if runner.by_epoch else ("runner.max_iters", runner.max_iters)
-            runner.notice(f"val/{rising} over the last {RISING} val phases: the run likely ended before its best; "
+            runner.notice(f"val/{rising}: the run likely ended before its best; "
                           f"raise {length[0]} ({length[1]}) and run it again, and it continues from its last checkpoint")
 
 
@@ -129,17 +129,28 @@ FAR_BELOW = 0.9  # a score under this still rising has room, even as its gains s
 
 
 def still_rising(scores: list[tuple[str, float]]) -> str | None:
-    """`"map rose 0.21 -> 0.25 -> 0.28"` when the last RISING val scores each beat the one before
-    and either the last gain is at least half the one before it (still climbing, not levelling off)
-    or the score is still far below its ceiling (under FAR_BELOW): a trial's detector ended at 0.28
-    after 12 epochs, 0.71 after 30, with no word that it was still learning, and another's mAP rose
-    0.088 -> 0.107 -> 0.112 in 6 epochs (0.66 after 30); the quickstart's 0.20 -> 0.83 -> 0.97
-    levels off near its ceiling and says nothing. Else None."""
+    """`"map rose 0.21 -> 0.25 -> 0.28 over the last 3 val phases"` when the run likely ended before
+    its best, else None. Either the last RISING val scores each beat the one before, and the last gain
+    is at least half the one before it (still climbing, not levelling off) or the score is still far
+    below its ceiling (under FAR_BELOW): a trial's detector ended at 0.28 after 12 epochs, 0.71 after
+    30, and another's mAP rose 0.088 -> 0.107 -> 0.112 in 6 epochs (0.66 after 30); the quickstart's
+    0.20 -> 0.83 -> 0.97 levels off near its ceiling and says nothing. Or, noisier: below FAR_BELOW,
+    the run's best came in one of its last two phases, RISING phases after a score at least a tenth
+    lower (trial A14's mAP set its best at epoch 7 of 8, 0.03 -> 0.13, then dipped, and nothing was
+    said; it reached 0.65 at 30). A score wavering near a ceiling of its own gains less than that."""
     last = scores[-RISING:]
     if len(last) < RISING or len({key for key, _ in last}) != 1:
         return None
     values = [value for _, value in last]
     gains = [after - before for before, after in itertools.pairwise(values)]
-    if not all(gain > 0 for gain in gains) or (gains[-1] < gains[-2] / 2 and values[-1] >= FAR_BELOW):
+    if all(gain > 0 for gain in gains) and (gains[-1] >= gains[-2] / 2 or values[-1] < FAR_BELOW):
+        return f"{last[0][0]} rose {' -> '.join(format_value(value) for value in values)} over the last {RISING} val phases"
+    window = scores[-(RISING + 1):]
+    if len(window) <= RISING or len({key for key, _ in window}) != 1:
         return None
-    return f"{last[0][0]} rose {' -> '.join(format_value(value) for value in values)}"
+    values = [value for _, value in window]
+    best = max(value for key, value in scores if key == window[0][0])
+    if best >= FAR_BELOW or best not in values[-2:] or values[-1] <= values[0] or best - values[0] < best / 10:
+        return None
+    return (f"{window[0][0]} rose {' -> '.join(format_value(value) for value in values)} over the last {RISING + 1} "
+            f"val phases (its best, {format_value(best)}, in the last two)")

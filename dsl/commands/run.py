@@ -52,7 +52,12 @@ def command(path: str, overrides: tuple[str, ...], no_resume: bool, resume_from:
             sys.exit(1)
     if owner and code == 0:
         if not runner.stop.finished:
-            click.echo(f"dslrun: run directory: {runner.model_dir}")
+            given = any(setting.replace(" ", "").startswith("runner.model_dir=") for setting in overrides)
+            # Trial A14 trained with --set runner.model_dir=... and then had eval and predict look in the
+            # pipeline's own run directory: say how to reach this one.
+            hint = (f" (set with --set: give eval, predict and export the same --set runner.model_dir={runner.model_dir}"
+                    ")") if given else ""
+            click.echo(f"dslrun: run directory: {runner.model_dir}{hint}")
         _final_validation(runner)
         if not pipeline.callbacks_of("checkpoint") and not runner.stop.finished:
             # A variant's callbacks list that dropped its base's checkpoint trained, then `eval` said

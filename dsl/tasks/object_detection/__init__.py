@@ -23,3 +23,5 @@ def _boxes(facts: Callable[[str], Any]) -> PartSpec:
 register_batch_word("boxes", "boxes", _boxes)
 register_fact("max_boxes", param="max_boxes", description="boxes per image a batch holds (padded, with their count)")
 register_fact("anchors", param=None, description="the anchor shapes the network predicts from (network.anchors, filled)")
+register_fact("train_box_sides", param=None,
+              description="the train boxes' sides in pixels of the fed image (the modeler says at the start when no anchor fits them)")

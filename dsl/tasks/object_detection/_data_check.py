@@ -41,7 +41,7 @@ class BoxStats:
     def add(self, image: ImageBoxes) -> None:
         self.per_image.append(len(image.boxes))
         self.classes.update(image.labels)
-        self.sides += [math.sqrt((y1 - y0) * self.height * (x1 - x0) * self.width) for y0, x0, y1, x1 in image.boxes]
+        self.sides += box_sides([image], (self.height, self.width))
 
     def lines(self, pipeline: dict[str, Any], names: list[str] | None) -> list[str]:
         if not self.per_image:
@@ -70,21 +70,32 @@ class BoxStats:
         (images shrunk by inputter.image_shape shrink their boxes, but not the anchors)."""
         from dsl.tasks.object_detection._anchors import anchor_sides
 
-        anchors = anchor_sides(pipeline.get("network") or {})
-        if not anchors or not self.sides:
-            return []
-        low, high = min(anchors), max(anchors)
-        small = sum(1 for side in self.sides if side < ANCHOR_REACH * low)
-        large = sum(1 for side in self.sides if side > high / ANCHOR_REACH)
-        if not small and not large:
-            return []
-        ordered = sorted(self.sides)
-        return [(("network", "anchors"), (
-            f"{small + large} of the {len(ordered)} {mode} boxes match no anchor well at {self.height}x{self.width} "
+        misfit = anchor_misfit(self.sides, anchor_sides(pipeline.get("network") or {}), (self.height, self.width), mode)
+        return [(("network", "anchors"), misfit)] if misfit else []
+
+
+def anchor_misfit(sides: list[float], anchors: list[float], size: tuple[int, int], mode: str) -> str | None:
+    """What `validate --data` and a run's start say when boxes of the fed image size match no anchor
+    well (images shrunk by inputter.image_shape shrink their boxes, but not the anchors); else None."""
+    if not anchors or not sides:
+        return None
+    low, high = min(anchors), max(anchors)
+    small = sum(1 for side in sides if side < ANCHOR_REACH * low)
+    large = sum(1 for side in sides if side > high / ANCHOR_REACH)
+    if not small and not large:
+        return None
+    ordered = sorted(sides)
+    return (f"{small + large} of the {len(ordered)} {mode} boxes match no anchor well at {size[0]}x{size[1]} "
             f"({small} smaller than half the smallest anchor, {low:.0f} px; {large} larger than twice the largest, "
             f"{high:.0f} px; IoU under 0.5 with every anchor): the boxes' sides are {ordered[0]:.0f}-{ordered[-1]:.0f} "
             f"px (median {ordered[len(ordered) // 2]:.0f}); make network.anchors.sizes cover them (the boxes "
-            "scale with inputter.image_shape, the anchors do not)"))]
+            "scale with inputter.image_shape, the anchors do not)")
+
+
+def box_sides(images: list[ImageBoxes], size: tuple[int, int]) -> list[float]:
+    """Every box's side (the square root of its area) in pixels of the fed image."""
+    height, width = size
+    return [math.sqrt((y1 - y0) * height * (x1 - x0) * width) for image in images for y0, x0, y1, x1 in image.boxes]
 
 
 def detection_split(params: dict[str, Any], mode: str, layout: str) -> Split:

@@ -47,8 +47,12 @@ class DetectionInputter(BaseInputter):
         remember_listings(remembered)
 
     def facts(self) -> dict[str, Any]:
-        """The image shape, the classes (and their names) and the boxes a batch holds per image."""
-        return {**super().facts(), "max_boxes": self.max_boxes}
+        """The image shape, the classes (and their names), the boxes a batch holds per image and the
+        train boxes' sides (the modeler holds them against its anchors)."""
+        from dsl.tasks.object_detection._data_check import box_sides
+
+        sides = box_sides(self.listings.get("train", []), (int(self.image_shape[0]), int(self.image_shape[1])))
+        return {**super().facts(), "max_boxes": self.max_boxes, "train_box_sides": sides}
 
     def num_examples(self, mode: str) -> int:
         return len(self.listings.get(mode, []))
