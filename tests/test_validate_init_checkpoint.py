@@ -445,6 +445,17 @@ def test_a_misspelt_path_gets_the_nearest_that_exists(tmp_path: Path) -> None:
                          timeout=120, cwd=tmp_path)
     assert run.returncode == 1 and run.stderr.rstrip().endswith(
         "(relative paths are relative to the directory dslrun starts in); did you mean runs/base04/best?"), run.stderr
+    # A near name that is no checkpoint (the pipeline file beside the run) is not offered: a folder, an
+    # .index or an .h5 file is. Checked without the validate command around it, in the same folder.
+    from dsl.callbacks._init_checkpoint_check import checkpoint_problem
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "base.yaml").write_text("version: 1\n")
+    (tmp_path / "other" / "weights.h5").write_bytes(b"")
+    assert checkpoint_problem(str(tmp_path / "other" / "base"))[0].endswith("or fix the path")
+    assert checkpoint_problem(str(tmp_path / "other" / "weight.h5"))[0].endswith(
+        f"did you mean {tmp_path / 'other' / 'weights.h5'}?")
+    assert checkpoint_problem(str(tmp_path / "runs" / "base"))[0].endswith(f"did you mean {tmp_path / 'runs' / 'base04'}?")
 
 
 def test_a_passing_plain_validate_of_a_fine_tune_points_at_build(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
             where: JsonPath = ("callbacks", index, "path")
             found.append(Diagnostic.at(sources.locate(where), where, (
                 f"{path!r} does not exist; train the base pipeline whose runner.model_dir it is first, or fix the "
-                f"path (relative paths are relative to the directory dslrun starts in){path_did_you_mean(path)}")))
+                f"path (relative paths are relative to the directory dslrun starts in){_nearest(path)}")))
     return found
 
 
@@ -254,6 +254,12 @@ def _inherited_drop(callback: dict[str, Any], at: JsonPath, pipeline: dict[str, 
         f"{starts}; give {top.file} its own modeler.lr_schedule for this run if that is not meant"), "warning")]
 
 
+def _nearest(path: str) -> str:
+    """`; did you mean ...?` among what could be a checkpoint: a folder (a run, its checkpoints/ or
+    best/), a prefix's .index file, a Keras .h5 file (not the pipeline file beside the run)."""
+    return path_did_you_mean(path, lambda near: near.is_dir() or near.name.endswith((".index", ".h5")))
+
+
 def resolve_prefix(path: str) -> str | None:
     """The checkpoint prefix (or .h5 file) `path` designates, as init_checkpoint reads it; None if none."""
     given = Path(path)
@@ -297,7 +303,7 @@ def checkpoint_problem(path: str) -> tuple[str | None, str]:
             return (f"{path!r} does not exist{'' if finished else ' (yet)'}: {given.parent} holds {shown}; give one of "
                     f"them, or the run directory {run} for its newest"), "error" if finished else "warning"
         return (f"{path!r} does not exist (yet); the run stops with an error unless a run writes it first: "
-                f"train the base pipeline whose runner.model_dir it is, or fix the path{path_did_you_mean(path)}"), "warning"
+                f"train the base pipeline whose runner.model_dir it is, or fix the path{_nearest(path)}"), "warning"
     prefix = resolve_prefix(path)
     if prefix is None:
         return (f"{path!r} is not a checkpoint dslrun can read: give a run directory (or its checkpoints/ or "
