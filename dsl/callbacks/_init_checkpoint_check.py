@@ -235,8 +235,8 @@ def _inherited_drop(callback: dict[str, Any], at: JsonPath, pipeline: dict[str, 
 
     modeler = pipeline.get("modeler") or {}
     schedule, schedule_at = modeler.get("lr_schedule") or {}, ("modeler", "lr_schedule")
-    where, top = sources.locate(schedule_at), sources.root
-    if schedule_at not in sources or where.file == top.file or where.file.startswith("<"):
+    where, top = sources.inherited_from(schedule_at), sources.root
+    if where is None:
         return []
     epochs = (pipeline.get("runner") or {}).get("max_epochs")
     factor = factor_at_epoch(schedule, callback["unfreeze_after_epochs"], epochs if isinstance(epochs, int) else None)

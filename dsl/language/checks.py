@@ -391,8 +391,8 @@ def _inherited(sources: SourceMap, at: JsonPath) -> str:
     """`; inputter.classes comes from base.yaml, which this file extends: ...` when the value a rule
     refuses was written in a base file: trial A12 changed num_classes in its own file, was sent to
     the base's `classes` line and told to change num_classes back."""
-    where, top = sources.locate(at), sources.root
-    if at not in sources.entries or where.file == top.file or where.file.startswith("<") or top.file.startswith("<"):
+    where, top = sources.inherited_from(at), sources.root
+    if where is None:
         return ""
     return f"; {dotted(at)} comes from {where.file}, which {top.file} extends: set it in {top.file} to change it"
 

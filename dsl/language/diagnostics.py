@@ -124,6 +124,14 @@ class SourceMap:
         origin = self.entries.get(())
         return origin.value if origin is not None else self.root
 
+    def inherited_from(self, path: Path) -> Location | None:
+        """Where `path`'s value was written when that is a base file the pipeline `extends`, else
+        None (written in the pipeline file itself, set by --set, or a default)."""
+        where, top = self.locate(path), self.root
+        if path not in self.entries or where.file == top.file or where.file.startswith("<") or top.file.startswith("<"):
+            return None
+        return where
+
     def remove_under(self, path: Path) -> None:
         """Forget `path` and everything below it (it is being replaced)."""
         n = len(path)

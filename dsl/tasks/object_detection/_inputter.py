@@ -35,6 +35,10 @@ class DetectionInputter(BaseInputter):
         names = class_names_of(params) or class_names
         self.class_names = names if names is not None and len(names) == self.num_classes else None
         self.listings = listings
+        from dsl.tasks.object_detection._data_check import box_sides
+
+        # Reported as a fact (the modeler holds them against its anchors): computed once, not per facts() call.
+        self.train_box_sides = box_sides(listings.get("train", []), (int(self.image_shape[0]), int(self.image_shape[1])))
         # explain_data_error names the listing line of an image that fails to decode.
         remembered = []
         for mode, images in listings.items():
@@ -49,10 +53,7 @@ class DetectionInputter(BaseInputter):
     def facts(self) -> dict[str, Any]:
         """The image shape, the classes (and their names), the boxes a batch holds per image and the
         train boxes' sides (the modeler holds them against its anchors)."""
-        from dsl.tasks.object_detection._data_check import box_sides
-
-        sides = box_sides(self.listings.get("train", []), (int(self.image_shape[0]), int(self.image_shape[1])))
-        return {**super().facts(), "max_boxes": self.max_boxes, "train_box_sides": sides}
+        return {**super().facts(), "max_boxes": self.max_boxes, "train_box_sides": self.train_box_sides}
 
     def num_examples(self, mode: str) -> int:
         return len(self.listings.get(mode, []))
