@@ -41,8 +41,8 @@ def check_cluster_cache(pipeline: dict[str, Any], sources: SourceMap) -> list[Di
     if runner.get("backend") != "ps" or not isinstance(ps, dict) or ps.get("mode") != "cluster" or cache is not True:
         return []
     path: JsonPath = ("inputter", "cache")
-    return [Diagnostic.at(
-        sources.locate(path), path,
+    return [sources.diagnostic(
+        path,
         f"inputter.cache: true is not supported by runner.ps.mode: cluster ({written_at(sources, ('runner', 'ps', 'mode'))}): "
         "each worker builds its own data in a graph, where the up-front cache pass cannot run; set inputter.cache: false",
     )]

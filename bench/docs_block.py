@@ -23,3 +23,21 @@ def put_block(name: str, table: str, heading: str, page: Path = BENCHMARKS) -> N
     else:
         text += f"\n## {heading}\n\n{block}\n"
     page.write_text(text, encoding="utf-8")
+
+
+def publish(name: str, report: object, table: str, heading: str, write_docs: bool) -> Path:
+    """Keep `report` as bench-results/NAME-<time>.json, print `table`, and with `write_docs` put it in the docs.
+
+    Every bench that records a result does these three the same way, so a result is never
+    in the docs without its raw figures beside it.
+    """
+    import json
+    import time
+
+    out = BENCHMARKS.parents[1] / "bench-results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(table)
+    if write_docs:
+        put_block(name, table, heading)
+    return out

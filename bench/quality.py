@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from docs_block import put_block  # noqa: E402
+from docs_block import publish  # noqa: E402
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "3",
@@ -185,13 +185,7 @@ def main() -> None:
                 shutil.rmtree(run_dir, ignore_errors=True)
                 results.append({"pipeline": name, "kind": kind, "ranks": n, "seed": seed, **outcome})
                 print(json.dumps(results[-1]), flush=True)
-    out = ROOT / "bench-results" / f"quality-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    text = table(results)
-    print(text)
-    if args.write_docs:
-        put_block("quality", text, "Moving a pipeline to N ranks")
+    publish("quality", results, table(results), "Moving a pipeline to N ranks", args.write_docs)
 
 
 if __name__ == "__main__":

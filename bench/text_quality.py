@@ -42,7 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from docs_block import put_block  # noqa: E402
+from docs_block import publish  # noqa: E402
 
 FORTUNES = Path("/usr/share/games/fortunes")
 TOPICS = ("computers", "politics", "science", "work")
@@ -171,13 +171,7 @@ def main() -> None:
     args = parser.parse_args()
     seeds: list[int | None] = [int(seed) for seed in args.seeds.split(",")] if args.seeds else [None]
     report = measure(args.folds, args.settings, seeds, baselines=not args.no_baselines)
-    out = ROOT / "bench-results"
-    out.mkdir(exist_ok=True)
-    (out / f"text-quality-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=2))
-    table = markdown(report)
-    print(table)
-    if args.write_docs:
-        put_block("text-quality", table, "Text classification on real short texts")
+    publish("text-quality", report, markdown(report), "Text classification on real short texts", args.write_docs)
 
 
 if __name__ == "__main__":

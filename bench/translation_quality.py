@@ -26,7 +26,6 @@ that column compares the two models on what both produce.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re
@@ -39,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from docs_block import put_block  # noqa: E402
+from docs_block import publish  # noqa: E402
 
 DICTIONARY = Path("/usr/share/trans/de-en")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -253,13 +252,7 @@ def main() -> None:
                   "seconds": seconds, "epochs": keras_epochs},
         "copy": {"label": "the source copied", **scores([en for en, _ in test], references)},
     }
-    out = ROOT / "bench-results"
-    out.mkdir(exist_ok=True)
-    (out / f"translation-quality-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=2))
-    table = markdown(report)
-    print(table)
-    if args.write_docs:
-        put_block("translation-quality", table, "Translation on a real corpus")
+    publish("translation-quality", report, markdown(report), "Translation on a real corpus", args.write_docs)
 
 
 if __name__ == "__main__":

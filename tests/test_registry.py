@@ -104,3 +104,29 @@ def test_every_callback_takes_a_priority_added_by_the_registry(monkeypatch: pyte
 def test_a_callback_declaring_priority_itself_is_refused() -> None:
     with pytest.raises(RegistryError, match="declares priority, which the registry adds to every callback"):
         register("callback", "test_loud", params={"priority": {"type": "integer"}}, description="t")
+
+
+def test_what_a_component_does_is_its_builders_docstring(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsl.language import registry
+
+    monkeypatch.setitem(registry._REGISTRY, "callback", dict(registry._REGISTRY["callback"]))
+    monkeypatch.setitem(registry._REGISTRY, "network", dict(registry._REGISTRY["network"]))
+
+    @register("network", "test_documented", params={})
+    def build(params: object, context: object) -> None:
+        """Two dense layers,
+        then logits.
+
+        For developers: not shown to users.
+        """
+
+    assert lookup("network", "test_documented").description == "Two dense layers, then logits."
+    assert lookup("network", "mlp").description.startswith("Multi-layer perceptron")
+
+    class Base:
+        """The base class's words, which a subclass must not borrow."""
+
+    with pytest.raises(RegistryError, match=r"'test_undocumented' .* has no docstring"):
+        register("callback", "test_undocumented", params={})(type("Undocumented", (Base,), {}))
+    register("callback", "test_worded", params={}, description="Worded by the plug-in.")(type("Worded", (Base,), {}))
+    assert lookup("callback", "test_worded").description == "Worded by the plug-in."

@@ -26,6 +26,7 @@ class Identity:
         return features
 
 
-@register("augmenter", "none", params={}, description="No augmentation and no normalisation: pixels in [0, 1], tokens as read.")
+@register("augmenter", "none", params={})
 def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
+    """No augmentation and no normalisation: pixels in [0, 1], tokens as read."""
     return Identity()

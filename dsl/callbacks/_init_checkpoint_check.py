@@ -50,7 +50,7 @@ def check_init_checkpoint(pipeline: dict[str, Any], sources: SourceMap) -> list[
             if problem is None and "tensorflow" in sys.modules:
                 problem, severity = _names_problem(path), "error"
             if problem is not None:
-                found.append(Diagnostic.at(sources.locate(where), where, problem, severity))
+                found.append(sources.diagnostic(where, problem, severity))
             else:
                 found += _old_head(callback, pipeline, where, sources) + _other_network(callback, pipeline, where, sources)
     return found
@@ -67,7 +67,7 @@ def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
         path = callback.get("path") if isinstance(callback, dict) and callback.get("type") == "init_checkpoint" else None
         if isinstance(path, str) and not Path(path).exists() and not Path(f"{path}.index").exists():
             where: JsonPath = ("callbacks", index, "path")
-            found.append(Diagnostic.at(sources.locate(where), where, (
+            found.append(sources.diagnostic(where, (
                 f"{path!r} does not exist; train the base pipeline whose runner.model_dir it is first, or fix the "
                 f"path (relative paths are relative to the directory dslrun starts in){_nearest(path)}")))
     return found
@@ -86,7 +86,7 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
     if not isinstance(theirs, str) or not isinstance(ours, str):
         return []
     if theirs != ours:
-        return [Diagnostic.at(sources.locate(where), where, (
+        return [sources.diagnostic(where, (
             f"{run} trained a {theirs} network, this pipeline builds a {ours}: their variables will not match by name "
             "(the run stops at its start; `validate --build` checks it); give a checkpoint of the same network"),
             "warning")]
@@ -96,7 +96,7 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
     if not other:
         return []
     shown = ", ".join(f"{key} {trained[key]} there, {network[key]} here{_written(sources, ('network', key))}" for key in other)
-    return [Diagnostic.at(sources.locate(where), where, (
+    return [sources.diagnostic(where, (
         f"{run} trained its {ours} with other settings ({shown}): its variables may not match this network's "
         "(the run stops at its start if they do not); `validate --build` checks each one"), "warning")]
 
@@ -133,7 +133,7 @@ def _old_head(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPat
     shown = ", ".join(theirs[:8]) + (", ..." if len(theirs) > 8 else "")
     if theirs == classes:
         return _same_classes_other_data(run, theirs, pipeline, where, sources)
-    return [Diagnostic.at(sources.locate(where), where, (
+    return [sources.diagnostic(where, (
         f"{run} was trained on other classes ({shown}), as many as this pipeline's, so its head (classifier) is "
         "restored and training starts from the old task's; set reset_head: true for a new task, or reset_head: false "
         "to keep the old head on purpose"), "warning")]
@@ -162,7 +162,7 @@ def _same_classes_other_data(run: Path, classes: list[str], pipeline: dict[str, 
     elif not isinstance(inputter.get("classes"), list):
         written = " (the sub-folder names of its data, as inputter.classes is null)"
     shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
-    return [Diagnostic.at(sources.locate(where), where, (
+    return [sources.diagnostic(where, (
         f"{run} was trained on other data ({', '.join(before[:2])}) with the classes this pipeline names{written}: "
         f"{shown}; its head (classifier) is restored, so this data's labels keep that run's meaning (label 0 is "
         f"{classes[0]!r}). If they mean other classes, set reset_head: true and inputter.classes to their "
@@ -179,14 +179,15 @@ def _patterns(callback: dict[str, Any], base: JsonPath, sources: SourceMap) -> l
             try:
                 re.compile(entry)
             except re.error as exc:
-                found.append(Diagnostic.at(sources.locate(path), path,
+                found.append(sources.diagnostic(
+                                           path,
                                            f"{entry!r} is not a regular expression ({exc}); escape special "
                                            f"characters with a backslash, or use head or backbone"))
                 continue
             keyword = closest(entry, GROUPS)
             if keyword is not None and keyword != entry and entry.isalpha():
                 # `[haed]` passed plain validate as a pattern of variable names (trial B10).
-                found.append(Diagnostic.at(sources.locate(path), path, (
+                found.append(sources.diagnostic(path, (
                     f"{entry!r} is read as a pattern of variable names, not as the group {keyword}; did you mean "
                     f"{keyword!r}? (`validate --build` matches each pattern against the network)"), "warning"))
     return found
@@ -197,20 +198,23 @@ def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], 
     found = []
     if callback.get("unfreeze_after_epochs") is not None and callback.get("trainable") is None:
         path = (*base, "unfreeze_after_epochs")
-        found.append(Diagnostic.at(sources.locate(path), path,
+        found.append(sources.diagnostic(
+                                   path,
                                    "there is nothing to unfreeze: every layer trains from the start without "
                                    "`trainable`; add trainable: [head] for a first phase with the backbone frozen"))
     trainable = callback.get("trainable")
     if callback.get("reset_head") is True and isinstance(trainable, list) and trainable and set(trainable) <= {"backbone"} \
             and callback.get("unfreeze_after_epochs") is None:
         path = (*base, "trainable")
-        found.append(Diagnostic.at(sources.locate(path), path,
+        found.append(sources.diagnostic(
+                                   path,
                                    "the head is reset (reset_head: true) but never trains: trainable names the backbone "
                                    "only; add head (trainable: [head, backbone], or drop trainable)"))
     unfreeze, epochs = callback.get("unfreeze_after_epochs"), (pipeline.get("runner") or {}).get("max_epochs")
     if isinstance(unfreeze, int) and isinstance(epochs, int) and unfreeze >= epochs:
         path = (*base, "unfreeze_after_epochs")
-        found.append(Diagnostic.at(sources.locate(path), path,
+        found.append(sources.diagnostic(
+                                   path,
                                    f"the layers never unfreeze: {unfreeze} is not below runner.max_epochs {epochs}, so "
                                    "the run ends first; lower unfreeze_after_epochs or raise runner.max_epochs"))
     if isinstance(unfreeze, int) and callback.get("trainable") is not None:
@@ -219,7 +223,8 @@ def _phases(callback: dict[str, Any], base: JsonPath, pipeline: dict[str, Any], 
     multiplier = callback.get("backbone_lr_multiplier", 1.0)
     if multiplier != 1.0 and optimizer in ADAPTIVE:
         path = (*base, "backbone_lr_multiplier")
-        found.append(Diagnostic.at(sources.locate(path), path,
+        found.append(sources.diagnostic(
+                                   path,
                                    f"the multiplier scales the backbone's gradients, which the {optimizer} optimizer "
                                    f"normalises away; use modeler.optimizer.type momentum (or sgd, nesterov), or "
                                    f"remove backbone_lr_multiplier"))
@@ -248,7 +253,7 @@ def _inherited_drop(callback: dict[str, Any], at: JsonPath, pipeline: dict[str, 
     if isinstance(rate, (int, float)):
         starts += f" ({rate:g} x {factor:g} = {rate * factor:g}"
         starts += f", times backbone_lr_multiplier {multiplier:g}: {rate * factor * multiplier:g})" if multiplier != 1.0 else ")"
-    return [Diagnostic.at(sources.locate(at), at, (
+    return [sources.diagnostic(at, (
         f"the backbone unfreezes after {callback['unfreeze_after_epochs']} epochs, where modeler.lr_schedule "
         f"({schedule.get('type', 'constant')}, from {where.file}:{where.line}, which {top.file} extends) is down to "
         f"{starts}; give {top.file} its own modeler.lr_schedule for this run if that is not meant"), "warning")]
@@ -360,11 +365,11 @@ def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any
             # trainable without a fresh head is trainable's, written maybe in a variant that extends the path's file (B13).
             key = next((key for key in ("skip", "trainable") if str(exc).startswith(f"init_checkpoint.{key}")), "path")
             at_key: JsonPath = ("callbacks", index, key) if key in callback else where
-            found.append(Diagnostic.at(sources.locate(at_key), at_key, str(exc)))
+            found.append(sources.diagnostic(at_key, str(exc)))
         problem = trainable_problem(model, callback)
         if problem:
             at: JsonPath = ("callbacks", index, "trainable")
-            found.append(Diagnostic.at(sources.locate(at), at, problem))
+            found.append(sources.diagnostic(at, problem))
     return found
 
 

@@ -31,7 +31,7 @@ def check_mlflow_installed(pipeline: dict[str, Any], sources: SourceMap) -> list
     for index, callback in enumerate(pipeline.get("callbacks") or []):
         if isinstance(callback, dict) and callback.get("type") == "mlflow" and importlib.util.find_spec("mlflow") is None:
             path = ("callbacks", index, "type")
-            return [Diagnostic.at(sources.locate(path), path, f"the mlflow callback needs MLflow, which is not installed; "
+            return [sources.diagnostic(path, f"the mlflow callback needs MLflow, which is not installed; "
                                                               f"{INSTALL_HINT}")]
     return check_folder_store(pipeline, sources)
 
@@ -52,7 +52,7 @@ def check_folder_store(pipeline: dict[str, Any], sources: SourceMap) -> list[Dia
         if not uri or (parts.scheme != "file" and (len(parts.scheme) > 1 or parts.netloc)):
             continue  # MLflow's default (a database), a database, a server: not a folder
         folder = Path(parts.path if parts.scheme == "file" else uri).absolute()
-        found.append(Diagnostic.at(sources.locate(path), path, (
+        found.append(sources.diagnostic(path, (
             f"MLflow {'.'.join(map(str, _mlflow_version()))} no longer writes to a folder ({uri}{source}); use a "
             f"database, e.g. tracking_uri: sqlite:///{folder.with_suffix('.db')}, or a tracking server, or set "
             "MLFLOW_ALLOW_FILE_STORE=true to keep the folder")))
@@ -97,13 +97,14 @@ def check_tracking_server(pipeline: dict[str, Any], sources: SourceMap) -> list[
             continue
         problem = server_problem(uri, SERVER_TIMEOUT_SECONDS)
         if problem:
-            found.append(Diagnostic.at(sources.locate(path), path, (
+            found.append(sources.diagnostic(path, (
                 f"the MLflow tracking server {shown_uri(uri)}{source} does not answer: {problem}; start it or "
                 "correct the URI (dslrun asks before training, so that a run never waits on it)")))
             continue
         refused = login_problem(uri, SERVER_TIMEOUT_SECONDS, os.environ)
         if refused:
-            found.append(Diagnostic.at(sources.locate(path), path,
+            found.append(sources.diagnostic(
+                                       path,
                                        f"the MLflow tracking server {shown_uri(uri)}{source} {refused}"))
     return found
 

@@ -13,10 +13,11 @@ from dsl.language.registry import register
     params={
         "every_n_iters": every_n_iters_param(50, "Print the train accuracy so far in the epoch"),
     },
-    description="Print the train accuracy (running over the epoch) every few steps and at the end of each epoch.",
     reads=("train/accuracy",),
 )
 class TrainAccuracy(TrainValueReporter):
+    """Print the train accuracy (running over the epoch) every few steps and at the end of each epoch."""
+
     output_name = "accuracy"
 
 
@@ -25,8 +26,9 @@ class TrainAccuracy(TrainValueReporter):
     "val_accuracy",
     aliases=("eval_accuracy",),  # its former name, before it matched the workflow's `val`
     params={},
-    description="Print the validation accuracy at the end of each validation phase.",
     reads=("val/accuracy",),
 )
 class ValAccuracy(ValValueReporter):
+    """Print the validation accuracy at the end of each validation phase."""
+
     output_name = "accuracy"

@@ -33,17 +33,12 @@ def _scaling(runner: Any) -> str:
     return f"{text}, {synced}" if synced else text
 
 
-@register(
-    "callback",
-    "train_basic",
-    params={},
-    description=(
-        "Print the run's header (pipeline, parameters, steps per epoch, world size) and save the final checkpoint."
-    ),
-    unique=True,
-)
+@register("callback", "train_basic", params={}, unique=True)
 class TrainBasic(Callback):
-    """Header at the start; at the end the last state is saved so a finished run can always be resumed or evaluated."""
+    """Print the run's header (pipeline, parameters, steps per epoch, world size) and save the final checkpoint.
+
+    Header at the start; at the end the last state is saved so a finished run can always be resumed or evaluated.
+    """
 
     priority = "BELOW_NORMAL"
     chief_only = True
@@ -73,14 +68,14 @@ class TrainBasic(Callback):
     "val_basic",
     aliases=("eval_basic",),  # its former name, before it matched the workflow's `val`
     params={},
-    description=(
-        "Print one line with every validation output after each validation phase, and the best accuracy so far; "
-        "at the end, say when the task's score was still rising over the last 3 phases."
-    ),
     unique=True,
 )
 class ValBasic(Callback):
-    """`val epoch 3/10 (step 1170): loss 0.8123, accuracy 0.7012 (best accuracy 0.7012 at step 1170)`."""
+    """Print one line with every validation output after each validation phase, and the best accuracy so far; at the end, say
+    when the task's score was still rising over the last 3 phases.
+
+    `val epoch 3/10 (step 1170): loss 0.8123, accuracy 0.7012 (best accuracy 0.7012 at step 1170)`.
+    """
 
     priority = "VERY_LOW"
     chief_only = True

@@ -57,11 +57,12 @@ from dsl.language.registry import register
             "default": True,
         },
     },
-    description="Save the training state periodically (and the best model so far) in the run directory.",
     unique=True,
 )
 class Checkpoint(Callback):
-    """Periodic, best and last checkpoints.
+    """Save the training state periodically (and the best model so far) in the run directory.
+
+    Periodic, best and last checkpoints.
 
     Example:
         callbacks:

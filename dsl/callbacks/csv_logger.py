@@ -31,11 +31,10 @@ _FIRST_COLUMNS = ["mode", "epoch", "step"]
             "default": "history.csv",
         },
     },
-    description=(
-        "Append one CSV row per train or val phase (mode, epoch, step and every output) to a file in the run directory."
-    ),
 )
 class CsvLogger(Callback):
+    """Append one CSV row per train or val phase (mode, epoch, step and every output) to a file in the run directory."""
+
     priority = "LOW"
     chief_only = True
 

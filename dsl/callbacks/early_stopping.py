@@ -42,10 +42,11 @@ from dsl.language.registry import register
             "default": None,
         },
     },
-    description="Stop training when a monitored output (e.g. val/loss) has not improved for `patience` phases.",
 )
 class EarlyStopping(Callback):
-    """Keras' EarlyStopping over the loop's phases.
+    """Stop training when a monitored output (e.g. val/loss) has not improved for `patience` phases.
+
+    Keras' EarlyStopping over the loop's phases.
 
     Args (YAML):
         monitor: `<phase>/<output>`. Defaults to `val/loss`.

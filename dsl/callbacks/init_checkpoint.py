@@ -119,17 +119,16 @@ _PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
         },
     },
     required=("path",),
-    description=(
-        "Load pretrained weights by variable name before training starts (not when resuming): the head reset "
-        "when the classes change, layers skipped or frozen by group (head, backbone) or pattern."
-    ),
     unique=True,
     checks=[check_init_checkpoint],
     build_checks=[restore_diagnostics],
     start_checks=[missing_at_start],
 )
 class InitCheckpoint(Callback):
-    """Lambda's pretrained model restored by name, with Model Garden's head / backbone groups.
+    """Load pretrained weights by variable name before training starts (not when resuming): the head reset when the classes
+    change, layers skipped or frozen by group (head, backbone) or pattern.
+
+    Lambda's pretrained model restored by name, with Model Garden's head / backbone groups.
 
     Example:
         callbacks:

@@ -13,11 +13,13 @@ from dsl.language.registry import register
     params={
         "every_n_iters": every_n_iters_param(50, "Print the mean train loss of the last steps"),
     },
-    description="Print the train loss (mean since the last line) every few steps and the epoch's mean loss.",
     reads=("train/loss",),
 )
 class TrainLoss(TrainValueReporter):
-    """The loss of single steps is noisy; the mean since the last line is what a reader can compare."""
+    """Print the train loss (mean since the last line) every few steps and the epoch's mean loss.
+
+    The loss of single steps is noisy; the mean since the last line is what a reader can compare.
+    """
 
     output_name = "loss"
     windowed = True
@@ -28,8 +30,9 @@ class TrainLoss(TrainValueReporter):
     "val_loss",
     aliases=("eval_loss",),  # its former name, before it matched the workflow's `val`
     params={},
-    description="Print the mean validation loss at the end of each validation phase.",
     reads=("val/loss",),
 )
 class ValLoss(ValValueReporter):
+    """Print the mean validation loss at the end of each validation phase."""
+
     output_name = "loss"

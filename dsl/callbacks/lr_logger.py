@@ -32,10 +32,11 @@ def current_learning_rate(runner: Any) -> float:
             "default": True,
         },
     },
-    description="Record the learning rate every few steps in the metrics file and TensorBoard (train/learning_rate).",
     unique=True,
 )
 class LrLogger(Callback):
+    """Record the learning rate every few steps in the metrics file and TensorBoard (train/learning_rate)."""
+
     priority = "LOW"
     chief_only = True
 

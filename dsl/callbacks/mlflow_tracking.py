@@ -87,15 +87,13 @@ QUIET = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
         },
     },
     unique=True,
-    description=(
-        "Track the run in MLflow (rank 0): the resolved pipeline as parameters and artifact, metrics per logging "
-        "step and per phase, the best model as artifacts; a resumed run continues its MLflow run. Needs "
-        'pip install "dslrun[mlflow]".'
-    ),
     checks=[check_mlflow_installed],
     start_checks=[check_tracking_server],
 )
 class MlflowTracking(Callback):
+    """Track the run in MLflow (rank 0): the resolved pipeline as parameters and artifact, metrics per logging step and per
+    phase, the best model as artifacts; a resumed run continues its MLflow run. Needs pip install "dslrun[mlflow]".
+    """
     priority = "LOW"
     chief_only = True
 

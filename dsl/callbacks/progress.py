@@ -41,10 +41,11 @@ def _duration(seconds: float) -> str:
             "default": None,
         },
     },
-    description="Show a progress bar on stderr: phase, step/total, ETA and the live loss and accuracy.",
     unique=True,
 )
 class Progress(Callback):
+    """Show a progress bar on stderr: phase, step/total, ETA and the live loss and accuracy."""
+
     priority = "LOWEST"
     chief_only = True
     clock = staticmethod(time.monotonic)

@@ -85,9 +85,10 @@ class _Speed(Callback):
         "every_n_iters": every_n_iters_param(50, "Print the throughput of the last steps"),
         "warmup_iters": _WARMUP,
     },
-    description="Print train throughput (images/s over all ranks, ms/step) every few steps and per epoch.",
 )
 class TrainSpeed(_Speed):
+    """Print train throughput (images/s over all ranks, ms/step) every few steps and per epoch."""
+
     mode = "train"
 
 
@@ -101,7 +102,8 @@ class TrainSpeed(_Speed):
         ),
         "warmup_iters": _WARMUP,
     },
-    description="Print validation throughput (images/s over all ranks, ms/step) at the end of each validation phase.",
 )
 class ValSpeed(_Speed):
+    """Print validation throughput (images/s over all ranks, ms/step) at the end of each validation phase."""
+
     mode = "val"

@@ -32,14 +32,15 @@ from dsl.language.registry import register
             "default": None,
         },
     },
-    description="Save a checkpoint and stop training when this run has used its wall-clock budget.",
     anyOf=[
         {"description": "a `seconds` budget", "required": ["seconds"], "properties": {"seconds": {"type": "number"}}},
         {"description": "a `minutes` budget", "required": ["minutes"], "properties": {"minutes": {"type": "number"}}},
     ],
 )
 class StopAtTime(Callback):
-    """TensorLayer's StopAtTimeHook, checkpointing before it stops.
+    """Save a checkpoint and stop training when this run has used its wall-clock budget.
+
+    TensorLayer's StopAtTimeHook, checkpointing before it stops.
 
     Example:
         callbacks:

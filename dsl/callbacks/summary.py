@@ -35,13 +35,11 @@ def write_scalars(runner: Any, mode: str, prefix: str, values: dict[str, float])
             "default": True,
         },
     },
-    description=(
-        "Write train outputs and the learning rate to TensorBoard every few steps and per epoch, "
-        "and the train graph once."
-    ),
     unique=True,
 )
 class TrainSummary(Callback):
+    """Write train outputs and the learning rate to TensorBoard every few steps and per epoch, and the train graph once."""
+
     priority = "LOW"
     chief_only = True
 
@@ -78,10 +76,11 @@ class TrainSummary(Callback):
     "val_summary",
     aliases=("eval_summary",),  # its former name, before it matched the workflow's `val`
     params={},
-    description="Write the validation outputs of each validation phase to TensorBoard.",
     unique=True,
 )
 class ValSummary(Callback):
+    """Write the validation outputs of each validation phase to TensorBoard."""
+
     priority = "LOW"
     chief_only = True
 

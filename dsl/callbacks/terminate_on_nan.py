@@ -14,15 +14,10 @@ from dsl.engine.hooks import Callback
 from dsl.language.registry import register
 
 
-@register(
-    "callback",
-    "terminate_on_nan",
-    params={},
-    description="Fail the run at the first train step whose loss is NaN or infinite, without checkpointing it.",
-    unique=True,
-    reads=("train/loss",),
-)
+@register("callback", "terminate_on_nan", params={}, unique=True, reads=("train/loss",))
 class TerminateOnNan(Callback):
+    """Fail the run at the first train step whose loss is NaN or infinite, without checkpointing it."""
+
     priority = "HIGHEST"
 
     def after_train_iter(self, runner: Any) -> None:

@@ -65,7 +65,6 @@ def missing_data(resolved: dict[str, Any], sources: Any, severity: str) -> list[
     instead of 20 s later. Plain `validate` (warning): every mode, since the data may be made
     after the pipeline is written; `validate --data` reads the files themselves."""
     from dsl.inputters.common import GLOB_CHARACTERS, MODES, missing_sources, relative_note
-    from dsl.language.diagnostics import Diagnostic
 
     modes: tuple[str, ...] = MODES
     if severity == "error":
@@ -80,7 +79,7 @@ def missing_data(resolved: dict[str, Any], sources: Any, severity: str) -> list[
                        "the data (`dslrun data --help` lists the example data sets it makes)")
         else:
             message = f"{value} {what} yet{relative_note(value)}; the run stops with an error unless it is made first"
-        found.append(Diagnostic.at(sources.locate(path), path, message, severity))
+        found.append(sources.diagnostic(path, message, severity))
     return found
 
 

@@ -169,7 +169,7 @@ def _located(problem: Problem, mode: str, sources: SourceMap) -> Diagnostic:
 
 
 def _at_yaml(sources: SourceMap, path: JsonPath, message: str, severity: str) -> Diagnostic:
-    return Diagnostic.at(sources.locate(path), path, message, severity)
+    return sources.diagnostic(path, message, severity)
 
 
 def _num_classes(inputter: dict[str, Any], report: SplitReport) -> int | None:

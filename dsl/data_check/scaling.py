@@ -64,7 +64,7 @@ def scaling_at(resolved: dict[str, Any], world_size: int, sources: SourceMap) ->
                            asynchronous_workers_for(pipeline.runner, world_size)), []
     except ScalingError as exc:
         path: JsonPath = ("inputter", "batch_size")
-        return None, [Diagnostic.at(sources.locate(path), path, str(exc))]
+        return None, [sources.diagnostic(path, str(exc))]
 
 
 def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int, scaling: Scaling,
@@ -81,7 +81,7 @@ def scaling_report(resolved: dict[str, Any], sources: SourceMap, world_size: int
     found: list[Diagnostic] = []
     if scaling.uneven():
         path: JsonPath = ("inputter", "batch_size")
-        found.append(Diagnostic.at(sources.locate(path), path, (
+        found.append(sources.diagnostic(path, (
             f"the global batch {scaling.declared_batch_size} does not divide across {scaling.replicas} processes: "
             f"each takes {scaling.batch_size}, {scaling.global_batch_size} in all; a multiple of {scaling.replicas} "
             "keeps the batch of one process"), "warning"))
@@ -111,9 +111,9 @@ def _unsynchronised(sources: SourceMap, synced: BatchNormSync, world_size: int, 
         path: JsonPath = ("inputter", "batch_size")
         fix = (f"; this backend cannot synchronise them: raise inputter.batch_size to {SMALL_BATCH * scaling.replicas}, "
                f"or train on runner.backend: {' or '.join(capable) or 'a backend that can'}")
-        return Diagnostic.at(sources.locate(path), path, few + fix, "warning")
+        return sources.diagnostic(path, few + fix, "warning")
     key, _, leaf = synced.switch.partition(".")
     path = ("runner", key, leaf)
-    return Diagnostic.at(sources.locate(path), path, (
+    return sources.diagnostic(path, (
         f"{few}; runner.{synced.switch}: false keeps them per replica: remove it (auto synchronises below "
         f"{SMALL_BATCH} per replica), or raise inputter.batch_size"), "warning")

@@ -56,7 +56,8 @@ def build_and_check(pipeline: dict[str, Any], sources: SourceMap) -> tuple[Any, 
     inputter = lookup("inputter", pipeline["inputter"]["type"])
     declared = declare(pipeline, inputter.facts)
     if inputter.batch is None:
-        return None, [Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
+        return None, [sources.diagnostic(
+                                    ("inputter", "type"),
                                     f"inputter {inputter.type!r} does not declare its batch, so --build cannot make one; "
                                     "validate without --build", "warning")]
     tf.get_logger().setLevel("ERROR")  # retracing notes: each pipeline is traced once, on purpose
@@ -99,7 +100,7 @@ def _trace(pipeline: Pipeline, sources: SourceMap, declared: Declared, batch: tu
     except (ValueError, TypeError, tf.errors.OpError) as exc:
         shape = tuple(outputs.shape) if hasattr(outputs, "shape") else type(outputs).__name__
         path = ("network", "type")
-        raise _Failed(Diagnostic.at(sources.locate(path), path, (
+        raise _Failed(sources.diagnostic(path, (
             f"the network's outputs, of shape {shape} for a batch of {BATCH}, do not fit modeler "
             f"{pipeline.modeler.type!r} ({_where(sources, ('modeler', 'type'))}): {_one_line(exc)}"))) from None
     optimizer = _stage("modeler", sources, lambda: modeler.optimizer(100))
@@ -121,7 +122,8 @@ def _zero_example(batch: tuple[str, str], declared: Declared, sources: SourceMap
     """One example of zeros, shaped as the inputter's batch words and the declared facts say."""
     spec = example_spec(batch, declared)
     if spec is None:
-        raise _Failed(Diagnostic.at(sources.locate(("inputter", "type")), ("inputter", "type"),
+        raise _Failed(sources.diagnostic(
+                                    ("inputter", "type"),
                                     f"--build cannot make a batch of {' and '.join(batch)}; validate without --build",
                                     "warning"))
     features, targets = (_zeros(part) for part in spec)
@@ -161,10 +163,11 @@ def _located(section: str, message: str, sources: SourceMap, own: bool) -> Diagn
     found = _SETTING.match(message) if own else None
     if found:
         path: JsonPath = tuple(int(p) if p.isdigit() else p for p in found.group("path").split("."))
-        return Diagnostic.at(sources.locate(path), path, found.group("message"))
+        return sources.diagnostic(path, found.group("message"))
     path = (section, "type")
     kind = {"augmenter": "augmenter", "network": "network", "modeler": "modeler"}[section]
-    return Diagnostic.at(sources.locate(path), path,
+    return sources.diagnostic(
+                         path,
                          f"{kind} does not build or trace on the declared shapes (--build, zero-filled batch): {message}")
 
 

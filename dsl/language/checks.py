@@ -72,7 +72,7 @@ def check_workflow(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnos
     workflow = pipeline.get("runner", {}).get("workflow") or []
     path = ("runner", "workflow")
     if "train" not in [phase[0] for phase in workflow]:
-        return [Diagnostic.at(sources.locate(path), path, "the workflow has no train phase, so training would never end; add [train, 1]")]
+        return [sources.diagnostic(path, "the workflow has no train phase, so training would never end; add [train, 1]")]
     return []
 
 
@@ -92,8 +92,7 @@ def check_data_for_modes(pipeline: dict[str, Any], sources: SourceMap) -> list[D
             reported.add(mode)
             path: JsonPath = ("runner", "workflow", index)
             found.append(
-                Diagnostic.at(
-                    sources.locate(path),
+                sources.diagnostic(
                     path,
                     f"the workflow has a {mode} phase, but {why}; give the inputter {mode} data "
                     f"or remove [{mode}, {phase[1]}] from runner.workflow",
@@ -132,8 +131,7 @@ def check_shared_facts(pipeline: dict[str, Any], sources: SourceMap) -> list[Dia
         if given is not None and wanted is not None and given != wanted:
             path = ("network", key)
             found.append(
-                Diagnostic.at(
-                    sources.locate(path),
+                sources.diagnostic(
                     path,
                     f"network.{key} is {wanted} but inputter.{key} is {given} ({_line(sources, ('inputter', key))}); "
                     f"make them agree, or set network.{key}: null to take it from the inputter",
@@ -160,8 +158,8 @@ def check_batch_kinds(pipeline: dict[str, Any], sources: SourceMap) -> list[Diag
             continue
         fitting = sorted(c.type for c in registry.components(kind) if c.batch in (None, batch0))
         path: JsonPath = (kind, "type")
-        found.append(Diagnostic.at(
-            sources.locate(path), path,
+        found.append(sources.diagnostic(
+            path,
             f"{kind} {type_name!r} works on {_describe_batch(batch)}, but {kind0} {type0!r} "
             f"({_line(sources, (kind0, 'type'))}) gives {_describe_batch(batch0)}; "
             f"{kind} types for that: {', '.join(fitting) or 'none registered'}",
@@ -188,8 +186,7 @@ def check_unique_callbacks(pipeline: dict[str, Any], sources: SourceMap) -> list
             path = ("callbacks", index, "type")
             earlier = ("callbacks", first[kind], "type")
             found.append(
-                Diagnostic.at(
-                    sources.locate(path),
+                sources.diagnostic(
                     path,
                     f"the {kind} callback may appear only once; it is also {format_path(earlier)} "
                     f"({_line(sources, earlier)}); remove one of them",
@@ -213,8 +210,7 @@ def check_lr_schedule(pipeline: dict[str, Any], sources: SourceMap) -> list[Diag
         if not boundaries[index] > boundaries[index - 1]:
             path = base + ("boundaries", index)
             found.append(
-                Diagnostic.at(
-                    sources.locate(path),
+                sources.diagnostic(
                     path,
                     f"boundaries must be strictly increasing: {boundaries[index]} follows {boundaries[index - 1]}",
                 )
@@ -222,8 +218,7 @@ def check_lr_schedule(pipeline: dict[str, Any], sources: SourceMap) -> list[Diag
     if isinstance(schedule.get("values"), list) and len(values) != len(boundaries) + 1:
         path = base + ("values",)
         found.append(
-            Diagnostic.at(
-                sources.locate(path),
+            sources.diagnostic(
                 path,
                 f"a piecewise schedule needs one value per interval: {len(boundaries)} boundaries make "
                 f"{len(boundaries) + 1} intervals, but {len(values)} values are given",
@@ -253,8 +248,8 @@ def check_elastic(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnost
     low, high = elastic.get("min_workers", 1), elastic.get("max_workers")
     if isinstance(high, int) and isinstance(low, int) and high < low:
         path = ("runner", "elastic", "max_workers")
-        found.append(Diagnostic.at(
-            sources.locate(path), path,
+        found.append(sources.diagnostic(
+            path,
             f"max_workers {high} is below min_workers {low} ({_line(sources, ('runner', 'elastic', 'min_workers'))})",
         ))
     return found
@@ -268,8 +263,8 @@ def check_precision(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagno
         return []
     capable = [spec.name for spec in backend_registry.auto_order() if spec.can("loss_scaling", runner)]
     path: JsonPath = ("runner", "precision")
-    return [Diagnostic.at(
-        sources.locate(path), path,
+    return [sources.diagnostic(
+        path,
         f"mixed_float16 needs loss scaling, which {running[0].refusal('loss_scaling')} "
         f"(runner.backend is {runner.get('backend')}, {_line(sources, ('runner', 'backend'))}); use mixed_bfloat16, or "
         f"runner.backend: {backend_registry.either(capable)}",
@@ -304,7 +299,7 @@ def check_sync_batch_norm(pipeline: dict[str, Any], sources: SourceMap) -> list[
             message = (f"{leaf} synchronises {owner.title} ranks, but runner.backend is {backend} "
                        f"({_line(sources, ('runner', 'backend'))}), so it would have no effect; set runner.backend: "
                        f"{_choices([owner])}, or remove it")
-        found.append(Diagnostic.at(sources.locate(path), path, message))
+        found.append(sources.diagnostic(path, message))
     return found
 
 
@@ -360,8 +355,8 @@ def check_lr_scaling(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
     if rule not in ("linear", "sqrt") or runner.get("batch_scaling", "none") != "none":
         return []
     path: JsonPath = ("runner", "lr_scaling")
-    return [Diagnostic.at(
-        sources.locate(path), path,
+    return [sources.diagnostic(
+        path,
         f"lr_scaling {rule} has no effect with runner.batch_scaling: none (the default): inputter.batch_size is the "
         "global batch the ranks share, so the rate of one process is kept at every size; set runner.batch_scaling: "
         "linear for a batch per rank and a scaled rate, or remove lr_scaling",
@@ -383,7 +378,7 @@ def check_component_rules(pipeline: dict[str, Any], sources: SourceMap) -> list[
                 at = path + problem.key
                 other = _line(sources, problem.other) if problem.other is not None else ""
                 message = problem.message.replace("{other}", other) + _inherited(sources, at)
-                found.append(Diagnostic.at(sources.locate(at), at, message))
+                found.append(sources.diagnostic(at, message))
     return found
 
 

@@ -124,6 +124,10 @@ class SourceMap:
         origin = self.entries.get(())
         return origin.value if origin is not None else self.root
 
+    def diagnostic(self, path: Path, message: str, severity: str = "error") -> Diagnostic:
+        """A diagnostic about the value at `path`, placed where that value was written."""
+        return Diagnostic.at(self.locate(path), path, message, severity)
+
     def inherited_from(self, path: Path) -> Location | None:
         """Where `path`'s value was written when that is a base file the pipeline `extends`, else
         None (written in the pipeline file itself, set by --set, or a default)."""

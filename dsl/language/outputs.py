@@ -117,7 +117,7 @@ def check_phase_outputs(pipeline: dict[str, Any], sources: SourceMap) -> list[Di
     for read in reads(pipeline):
         problem, severity = _problem(read, outputs, workflow, sources)
         if problem:
-            found.append(Diagnostic.at(sources.locate(read.path), read.path, problem, severity))
+            found.append(sources.diagnostic(read.path, problem, severity))
     return found
 
 
@@ -165,7 +165,7 @@ def check_output_name(pipeline: dict[str, Any], name: str, path: JsonPath, sourc
         return None
     workflow = [phase[0] for phase in pipeline.get("runner", {}).get("workflow") or []]
     problem, severity = _problem(Read(path, name, format_path(path), True), outputs, workflow, sources)
-    return Diagnostic.at(sources.locate(path), path, problem, severity) if problem else None
+    return sources.diagnostic(path, problem, severity) if problem else None
 
 
 def _by_class_index(output: str, phase: str, declared: list[str]) -> str | None:

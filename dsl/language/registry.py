@@ -25,6 +25,7 @@ import functools
 import importlib
 import inspect
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,12 +134,27 @@ _ALIASES: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
 _LOADED = False
 
 
+def _described(kind: str, type: str, builder: Callable[..., Any]) -> str:
+    """The first paragraph of the builder's own docstring, on one line.
+
+    `__doc__`, not `inspect.getdoc`: a callback class must not borrow its base class's words.
+    Under `python -OO` docstrings are gone, and the type name stands in for them.
+    """
+    doc = builder.__doc__
+    if not doc:
+        if sys.flags.optimize >= 2:
+            return type
+        raise RegistryError(f"{kind} type {type!r} ({builder.__module__}) has no docstring: its first paragraph "
+                            "says what the component does, for `dslrun list` and the schema")
+    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+
+
 def register(
     kind: str,
     type: str,  # the YAML key is `type`
     *,
     params: dict[str, dict[str, Any]],
-    description: str,
+    description: str | None = None,
     required: tuple[str, ...] | list[str] = (),
     unique: bool = False,
     outputs: Outputs | None = None,
@@ -158,6 +174,9 @@ def register(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `builder(params, context)` as the component `type` of `kind`.
 
+    What the component does, for `dslrun list`, the schema and `validate`'s messages, is the
+    first paragraph of the builder's docstring, so that it is written once, beside the code it
+    describes; `description` overrides it (a plug-in that words it at import time).
     `params` maps each parameter to its JSON Schema (with `description` and, when it is
     optional, `default`); the parameters every component of the kind takes (`kind_params`,
     e.g. a callback's `priority`) are added after them. `unique` callbacks may appear once per pipeline (a second
@@ -219,7 +238,7 @@ def register(
         _REGISTRY[kind][type] = Component(
             kind=kind,
             type=type,
-            description=description,
+            description=description or _described(kind, type, builder),
             params=declared,
             builder=builder,
             required=tuple(required),

@@ -73,7 +73,7 @@ def load_tree(path: str | Path) -> Tree:
 def _stray_removals(value: Any, path: JsonPath, sources: SourceMap) -> list[Diagnostic]:
     """An error at each `!remove` item left after every merge: no base file had a list to take it from."""
     if isinstance(value, Remove):
-        return [Diagnostic.at(sources.locate(path), path, (
+        return [sources.diagnostic(path, (
             f"!remove {{type: {value.get('type')}}}: there is no inherited list to take it out of; !remove works in a "
             "!merge list of a file that `extends` the one that lists it"))]
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
@@ -168,7 +168,7 @@ def _extends_entries(names: Any, sources: SourceMap, diagnostics: list[Diagnosti
     if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
         return [(i, n, sources.locate(("extends", i))) for i, n in enumerate(names)]
     diagnostics.append(
-        Diagnostic.at(sources.locate(("extends",)), ("extends",), "expected a file name or a list of file names")
+        sources.diagnostic(("extends",), "expected a file name or a list of file names")
     )
     return []
 
@@ -309,12 +309,12 @@ def merge_problems(base: tuple[dict[str, Any], SourceMap], over: tuple[dict[str,
                 matches = _same_type(b, item)
                 if isinstance(item, Remove) and not matches:
                     listed = ", ".join(str(x.get("type")) for x in b if isinstance(x, dict)) or "nothing"
-                    found.append(Diagnostic.at(over[1].locate(path + (index,)), path + (index,), (
+                    found.append(over[1].diagnostic(path + (index,), (
                         f"!remove {{type: {item.get('type')}}}: the base's {format_path(path)} has no "
                         f"{item.get('type')} to take out (it lists {listed})")))
                 if len(matches) > 1:
                     where = base[1].locate(path + (matches[0],))
-                    found.append(Diagnostic.at(over[1].locate(path + (index,)), path + (index,), (
+                    found.append(over[1].diagnostic(path + (index,), (
                         f"!merge cannot tell which of the base's {len(matches)} {item['type']} items this changes "
                         f"(the first at {where.file}:{where.line}); list them whole under `!replace`")))
 
@@ -447,7 +447,7 @@ def _substitute_string(text: str, path: JsonPath, tree: Tree, environ: Mapping[s
 
     result = _REFERENCE.sub(replace, text)
     for problem in problems:
-        tree.diagnostics.append(Diagnostic.at(tree.sources.locate(path), path, problem))
+        tree.diagnostics.append(tree.sources.diagnostic(path, problem))
     if problems:
         return text
     pieces = iter(kept)

@@ -85,7 +85,7 @@ def _warmup(schedule: dict[str, Any], clock: _Clock, sources: SourceMap) -> list
     what = f"the warmup ({clock.describe(warmup, units)}) is as long as the whole run ({clock.length})"
     if schedule.get("type") == "cosine" and not schedule.get("decay_epochs"):
         message = f"{what}, so the cosine has no steps left; shorten the warmup or set decay_epochs"
-        return [Diagnostic.at(sources.locate(path), path, message)]
+        return [sources.diagnostic(path, message)]
     message = f"{what}: the learning rate never reaches optimizer.learning_rate; shorten the warmup or train longer"
     return [Diagnostic.at(sources.locate(path), path, message, severity="warning")]
 

@@ -69,7 +69,7 @@ def _explain(error: Any, sources: SourceMap) -> list[tuple[int, JsonPath, Diagno
     rank = _RANK.get(kind, 3)
 
     def at_value(message: str) -> list[tuple[int, JsonPath, Diagnostic]]:
-        return [(rank, path, Diagnostic.at(sources.locate(path), path, message))]
+        return [(rank, path, sources.diagnostic(path, message))]
 
     if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
@@ -173,25 +173,34 @@ def _explain_alternatives(error: Any, sources: SourceMap) -> list[tuple[int, Jso
         choices = [c for s in alternatives_schemas for c in resolve_ref(s).get("enum", [])]
         hint = did_you_mean(error.instance, choices)
         message = f"expected {expected}, got {show(error.instance)}{hint}"
-        return [(2, path, Diagnostic.at(sources.locate(path), path, message))]
+        return [(2, path, sources.diagnostic(path, message))]
     if error.validator == "oneOf" and not error.context:
         message = f"matches more than one of: {expected}"
     elif error.context and all(sub.validator == "required" and not sub.relative_path for sub in error.context):
         message = f"needs {expected}"
     else:
         message = f"expected {expected}, got {show(error.instance)}"
-    return [(2, path, Diagnostic.at(sources.locate(path), path, message))]
+    return [(2, path, sources.diagnostic(path, message))]
+
+
+# What a bound, a length, a pattern... says when the value breaks it; `plain` is the value as written.
+_BROKEN: dict[str, str] = {
+    "minimum": "must be at least {limit}, got {plain}",
+    "maximum": "must be at most {limit}, got {plain}",
+    "exclusiveMinimum": "must be greater than {limit}, got {plain}",
+    "exclusiveMaximum": "must be less than {limit}, got {plain}",
+    "maxLength": "has more than {limit} characters",
+    "pattern": "{plain} does not match the required pattern {limit}",
+    "uniqueItems": "items must be unique",
+    "multipleOf": "must be a multiple of {limit}, got {plain}",
+    "not": "{plain} is not allowed here",
+    "False": "no value is allowed here",
+}
 
 
 def _bound_message(kind: str, limit: Any, instance: Any, fallback: str) -> str:
-    if kind == "minimum":
-        return f"must be at least {limit}, got {show_plain(instance)}"
-    if kind == "maximum":
-        return f"must be at most {limit}, got {show_plain(instance)}"
-    if kind == "exclusiveMinimum":
-        return f"must be greater than {limit}, got {show_plain(instance)}"
-    if kind == "exclusiveMaximum":
-        return f"must be less than {limit}, got {show_plain(instance)}"
+    if kind in _BROKEN:
+        return _BROKEN[kind].format(limit=limit, plain=show_plain(instance))
     if kind == "minItems":
         return f"needs at least {limit} item{'s' if limit != 1 else ''}, got {len(instance)}"
     if kind in ("maxItems", "items"):
@@ -200,18 +209,6 @@ def _bound_message(kind: str, limit: Any, instance: Any, fallback: str) -> str:
         return f"has too many items ({len(instance)})" + (f"; at most {limit}" if kind == "maxItems" else "")
     if kind == "minLength":
         return f"needs at least {limit} character{'s' if limit != 1 else ''}, got {show(instance)}"
-    if kind == "maxLength":
-        return f"has more than {limit} characters"
-    if kind == "pattern":
-        return f"{show_plain(instance)} does not match the required pattern {limit}"
-    if kind == "uniqueItems":
-        return "items must be unique"
-    if kind == "multipleOf":
-        return f"must be a multiple of {limit}, got {show_plain(instance)}"
-    if kind == "not":
-        return f"{show_plain(instance)} is not allowed here"
-    if kind == "False":
-        return "no value is allowed here"
     return fallback
 
 

@@ -205,8 +205,8 @@ def check_top_k(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagnostic
     for index, k in enumerate(modeler.get("top_k") or []):
         if isinstance(classes, int) and isinstance(k, int) and k >= classes:
             path: JsonPath = ("modeler", "top_k", index)
-            found.append(Diagnostic.at(
-                sources.locate(path), path,
+            found.append(sources.diagnostic(
+                path,
                 f"top_{k}_accuracy is always 1 with {classes} classes; use values below {classes}, or remove it",
             ))
     return found

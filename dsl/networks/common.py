@@ -56,3 +56,16 @@ def logits_layer(classes: int, kernel_initializer: str = "glorot_uniform") -> An
 
     # float32 even under a mixed-precision policy: the loss and softmax need the range.
     return tf.keras.layers.Dense(classes, kernel_initializer=kernel_initializer, dtype="float32", name="logits")
+
+
+def classifier_model(inputs: Any, features: Any, params: dict[str, Any], context: BuildContext, name: str) -> Any:
+    """`features` -> dropout (when `params["dropout"]`) -> `logits`, as the Keras model `name`.
+
+    The head every classifier here ends with, named the same in each (`dropout`, `logits`), so
+    that init_checkpoint and `trainable` patterns read alike whichever network they name.
+    """
+    import tensorflow as tf
+
+    if params["dropout"]:
+        features = tf.keras.layers.Dropout(params["dropout"], name="dropout")(features)
+    return tf.keras.Model(inputs, logits_layer(num_classes(params, context))(features), name=name)

@@ -114,11 +114,13 @@ def has_batch_norm(name: str) -> bool:
     required=("name",),
     batch_norm=lambda params: has_batch_norm(str(params.get("name"))),
     rules=[size_rule],
-    description="A tf.keras.applications model (MobileNetV2, ResNet50, ...) built for the pipeline's images.",
     batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The application model: images (B, H, W, C) -> logits (B, num_classes), weights loaded if given."""
+    """A tf.keras.applications model (MobileNetV2, ResNet50, ...) built for the pipeline's images.
+
+    The application model: images (B, H, W, C) -> logits (B, num_classes), weights loaded if given.
+    """
     import tensorflow as tf
 
     name = params["name"]

@@ -39,15 +39,12 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-@register(
-    "network",
-    "mlp",
-    params=PARAMS,
-    description="Multi-layer perceptron on the flattened image: hidden dense layers, logits.",
-    batch=("image", "class"),
-)
+@register("network", "mlp", params=PARAMS, batch=("image", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The MLP as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
+    """Multi-layer perceptron on the flattened image: hidden dense layers, logits.
+
+    The MLP as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes).
+    """
     import tensorflow as tf
 
     inputs = image_input(context)

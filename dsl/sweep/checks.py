@@ -63,7 +63,7 @@ def _check_space(space: Space, spec: dict[str, Any], base: dict[str, Any], sourc
     problem = space.problem()
     if problem is not None:
         path = _param_path(space, problem[0])
-        found.append(Diagnostic.at(sources.locate(path), path, problem[1]))
+        found.append(sources.diagnostic(path, problem[1]))
     if found:
         return found
     where = _param_path(space)
@@ -80,8 +80,8 @@ def _check_space(space: Space, spec: dict[str, Any], base: dict[str, Any], sourc
             return [Diagnostic.at(sources.locate(where, key=True), where, f"{space.path}: {first.message}")]
         at = _param_path(space, *_value_key(space, value))
         shown = f"{first.path}: " if first.path and first.path != space.path else ""
-        return [Diagnostic.at(
-            sources.locate(at), at,
+        return [sources.diagnostic(
+            at,
             f"the space can give {space.path} the value {value!r} ({space.where(value)}), which the pipeline refuses: "
             f"{shown}{first.message}; narrow the space to values the setting accepts",
         )]
@@ -157,7 +157,8 @@ def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap
     if sweep.get("method", "tpe") == "tpe" and sweep.get("max_trials", 20) <= TPE_STARTUP_TRIALS:
         # A 3-trial tpe sweep was a random search, and nothing said so (trial A10).
         path: JsonPath = ("sweep", "method") if ("sweep", "method") in sources else ("sweep", "max_trials")
-        return [Diagnostic.at(sources.locate(path), path,
+        return [sources.diagnostic(
+                              path,
                               f"tpe draws its first {TPE_STARTUP_TRIALS} trials at random before it models the results "
                               f"(Optuna's n_startup_trials), so these {sweep.get('max_trials', 20)} are a random search; "
                               "give max_trials above 10 for tpe to search, or write method: random to say so",
@@ -168,7 +169,8 @@ def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap
     if not continuous:
         return []
     path = ("sweep", "method")
-    return [Diagnostic.at(sources.locate(path), path,
+    return [sources.diagnostic(
+                          path,
                           f"a grid sweep needs choice or int spaces, but {', '.join(continuous)} "
                           "is continuous; give it a choice of values, or use method: tpe or random")]
 
@@ -217,7 +219,8 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
     auto_launcher = f"auto ({auto.ranks.launcher})" if auto is not None and auto.ranks is not None else "auto"
     if one_process_only(spec) and ranks > 1:
         path: JsonPath = ("sweep", "ranks_per_trial")
-        found.append(Diagnostic.at(sources.locate(path), path,
+        found.append(sources.diagnostic(
+                                   path,
                                    f"runner.backend is {backend}, which runs one process, but ranks_per_trial is {ranks}; "
                                    f"set runner.backend: {backend_registry.either([auto_launcher, *several])}, "
                                    "or ranks_per_trial: 1"))
@@ -227,7 +230,8 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
         # place ranks on hosts would ignore them.
         placing = [s.name for s in backend_registry.backends() if s.ranks is not None and s.ranks.places_on_hosts]
         path = ("sweep", "hosts")
-        found.append(Diagnostic.at(sources.locate(path), path,
+        found.append(sources.diagnostic(
+                                   path,
                                    f"sweep.hosts places trials with a launcher that reaches other hosts, and runner.backend "
                                    f"{backend} has none; remove hosts, or set runner.backend: "
                                    f"{backend_registry.either(['auto', *placing])}"))
@@ -237,12 +241,12 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
     if slots is not None and parallel * each > slots:
         path = ("sweep", "parallel_trials")
         given = "sweep.slots" if sweep.get("slots") is not None else "sweep.hosts"
-        found.append(Diagnostic.at(
-            sources.locate(path), path,
+        found.append(sources.diagnostic(
+            path,
             f"{parallel} trials at once of {each} processes each need {parallel * each} slots, but {given} gives {slots}; "
             f"lower parallel_trials to {max(1, slots // each)} or give more slots",
         ))
     if slots is not None and each > slots:
         path = ("sweep", "ranks_per_trial")
-        found.append(Diagnostic.at(sources.locate(path), path, f"one trial needs {each} processes but there are {slots} slots"))
+        found.append(sources.diagnostic(path, f"one trial needs {each} processes but there are {slots} slots"))
     return found

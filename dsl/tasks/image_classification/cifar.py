@@ -82,15 +82,9 @@ class CifarAugmenter:
         return self.photometric.normalise(image)
 
 
-@register(
-    "augmenter",
-    "cifar",
-    rules=[checked(check_contrast)],
-    params=PARAMS,
-    description="CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation.",
-    batch=("image", "class"),
-)
+@register("augmenter", "cifar", rules=[checked(check_contrast)], params=PARAMS, batch=("image", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
+    """CIFAR recipe: zero-pad, random crop, random flip, optional brightness/contrast, per-image standardisation."""
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})
     check_contrast(p)

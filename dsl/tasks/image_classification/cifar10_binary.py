@@ -99,12 +99,14 @@ def _records(folder: Path, names: tuple[str, ...]) -> Iterator[Any]:
     params=PARAMS,
     required=("data_dir",),
     examples=examples,
-    description="CIFAR-10 from its official binary files (10 classes, 32x32 RGB; val and test = test_batch).",
     batch=("image", "class"),
     host_files=binary_batches,
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Check the files and their sizes now; records are read while training."""
+    """CIFAR-10 from its official binary files (10 classes, 32x32 RGB; val and test = test_batch).
+
+    Check the files and their sizes now; records are read while training.
+    """
     from dsl.tasks.image_classification._readers import Cifar10Inputter
 
     folder = find_batches(params["data_dir"])

@@ -81,12 +81,14 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     outputs=skipped_outputs,
     examples=examples,
     rules=[one_per_class("classes", "class names", "inputter")],
-    description="Images (PNG, JPEG, BMP, GIF) listed in CSV files of `path,label` rows (paths relative to the CSV).",
     batch=("image", "class"),
     host_files=csv_images,
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read every declared CSV now (errors name the file and line); images are read while training."""
+    """Images (PNG, JPEG, BMP, GIF) listed in CSV files of `path,label` rows (paths relative to the CSV).
+
+    Read every declared CSV now (errors name the file and line); images are read while training.
+    """
     from dsl.inputters.pipeline import FileListInputter
 
     listings = {}

@@ -88,12 +88,14 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     params=PARAMS,
     outputs=skipped_outputs,
     examples=examples,
-    description="Images (PNG, JPEG, BMP, GIF) in one sub-folder per class (class index = sorted sub-folder names).",
     batch=("image", "class"),
     host_files=folder_images,
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """List every declared folder now; images are read while training."""
+    """Images (PNG, JPEG, BMP, GIF) in one sub-folder per class (class index = sorted sub-folder names).
+
+    List every declared folder now; images are read while training.
+    """
     from dsl.inputters.pipeline import FileListInputter
 
     folders = _folders(params)

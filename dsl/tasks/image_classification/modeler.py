@@ -22,8 +22,10 @@ from dsl.modelers.classification import CLASSIFIER, PARAMS, ClassificationModele
 __all__ = ["PARAMS", "build", "metric_names", "outputs"]
 
 
-@register("modeler", "image_classification", batch=("image", "class"), **CLASSIFIER,
-          description="Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.")
+@register("modeler", "image_classification", batch=("image", "class"), **CLASSIFIER)
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The classifier of images (dsl.modelers.classification)."""
+    """Image classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.
+
+    The classifier of images (dsl.modelers.classification).
+    """
     return ClassificationModeler(params, context)

@@ -55,15 +55,12 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-@register(
-    "network",
-    "resnet_cifar",
-    params=PARAMS,
-    description="ResNet for 32x32 images (He et al. 2016): depth 20/32/44/56/110, 16-32-64 filters.",
-    batch=("image", "class"),
-)
+@register("network", "resnet_cifar", params=PARAMS, batch=("image", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The ResNet as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
+    """ResNet for 32x32 images (He et al. 2016): depth 20/32/44/56/110, 16-32-64 filters.
+
+    The ResNet as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes).
+    """
     import tensorflow as tf
 
     blocks = (params["depth"] - 2) // 6

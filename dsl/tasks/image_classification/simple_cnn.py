@@ -15,13 +15,7 @@ from typing import Any
 from dsl.engine.contracts import Model
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks.common import (
-    DROPOUT_PARAM,
-    NUM_CLASSES_PARAM,
-    image_input,
-    logits_layer,
-    num_classes,
-)
+from dsl.networks.common import DROPOUT_PARAM, NUM_CLASSES_PARAM, classifier_model, image_input
 
 PARAMS: dict[str, dict[str, Any]] = {
     "num_classes": NUM_CLASSES_PARAM,
@@ -53,15 +47,12 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-@register(
-    "network",
-    "simple_cnn",
-    params=PARAMS,
-    description="Small convolutional network: conv/pool stages, a dense layer, logits.",
-    batch=("image", "class"),
-)
+@register("network", "simple_cnn", params=PARAMS, batch=("image", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The CNN as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes)."""
+    """Small convolutional network: conv/pool stages, a dense layer, logits.
+
+    The CNN as a Keras functional model: images (B, H, W, C) -> logits (B, num_classes).
+    """
     import tensorflow as tf
 
     inputs = image_input(context)
@@ -78,7 +69,4 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     x = tf.keras.layers.Flatten(name="flatten")(x)
     if params["dense_units"]:
         x = tf.keras.layers.Dense(params["dense_units"], activation="relu", name="dense")(x)
-    if params["dropout"]:
-        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(params, context))(x)
-    return tf.keras.Model(inputs, outputs, name="simple_cnn")
+    return classifier_model(inputs, x, params, context, "simple_cnn")

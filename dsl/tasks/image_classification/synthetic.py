@@ -59,16 +59,12 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     return Split([], source="generated in memory", count=int(counts[mode]))
 
 
-@register(
-    "inputter",
-    "synthetic",
-    params=PARAMS,
-    examples=examples,
-    description="Generated in-memory images (noise around a per-class colour) for benchmarks; no files.",
-    batch=("image", "class"),
-)
+@register("inputter", "synthetic", params=PARAMS, examples=examples, batch=("image", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """A generator of `num_examples` examples per mode."""
+    """Generated in-memory images (noise around a per-class colour) for benchmarks; no files.
+
+    A generator of `num_examples` examples per mode.
+    """
     from dsl.tasks.image_classification._readers import SyntheticInputter
 
     counts = {**DEFAULT_COUNTS, **(params["num_examples"] or {})}

@@ -108,17 +108,12 @@ def read_records(path: Path, key: str) -> Iterator[bytes]:
             yield data
 
 
-@register(
-    "inputter",
-    "tfrecord",
-    params=PARAMS,
-    required=("num_classes",),
-    examples=examples,
-    description="tf.train.Example records (encoded image file + int64 label) in TFRecord files.",
-    batch=("image", "class"),
-)
+@register("inputter", "tfrecord", params=PARAMS, required=("num_classes",), examples=examples, batch=("image", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Find and count the records of every declared mode now; they are parsed while training."""
+    """tf.train.Example records (encoded image file + int64 label) in TFRecord files.
+
+    Find and count the records of every declared mode now; they are parsed while training.
+    """
     from dsl.tasks.image_classification._readers import TFRecordInputter
 
     files = {mode: expand_globs(as_list(params[mode]), f"inputter.{mode}") for mode in MODES if params[mode] is not None}

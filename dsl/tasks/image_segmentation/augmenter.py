@@ -162,12 +162,14 @@ def padding_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     "segmentation",
     rules=[checked(check_contrast), checked(check_scales), padding_rule],
     params=PARAMS,
-    description="Segmentation: random scale, pad (mask: ignore_label), crop and flip of image and mask together; jitter; standardisation.",
     batch=("image", "mask"),
     facts=lambda params: {"crop_size": params.get("crop_size")},
 )
 def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
-    """The augmenter for the inputter's image shape and ignore_label (`context`)."""
+    """Segmentation: random scale, pad (mask: ignore_label), crop and flip of image and mask together; jitter; standardisation.
+
+    The augmenter for the inputter's image shape and ignore_label (`context`).
+    """
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})
     check_scales(p)

@@ -92,11 +92,13 @@ def sizes_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     rules=[sizes_rule],
     params=PARAMS,
     batch_norm=lambda params: has_batch_norm(str(params.get("backbone", PARAMS["backbone"]["default"]))),
-    description="FCN-8s/16s/32s on a tf.keras.applications backbone: skip scores, bilinear upsampling, per-pixel logits.",
     batch=("image", "mask"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The FCN as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes)."""
+    """FCN-8s/16s/32s on a tf.keras.applications backbone: skip scores, bilinear upsampling, per-pixel logits.
+
+    The FCN as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes).
+    """
     import tensorflow as tf
 
     require_image_shape(context, "fcn")

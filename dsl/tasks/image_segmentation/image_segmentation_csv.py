@@ -104,11 +104,13 @@ def _check_ignore_label(p: dict[str, Any]) -> None:
     required=("num_classes",),
     outputs=skipped_outputs,
     examples=examples,
-    description="Images and class-index PNG masks listed in CSV files of `image_path,mask_path` rows (CamVid layout).",
     batch=("image", "mask"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read every declared CSV now (errors name the file and line); pixels are read while training."""
+    """Images and class-index PNG masks listed in CSV files of `image_path,mask_path` rows (CamVid layout).
+
+    Read every declared CSV now (errors name the file and line); pixels are read while training.
+    """
     from dsl.tasks.image_segmentation._masks import SegmentationInputter
 
     _check_settings(params)

@@ -70,7 +70,6 @@ def iou_names(num_classes: int, class_names: Any) -> list[str]:
     "image_segmentation",
     params=PARAMS,
     rules=[checked(check_patterns), one_per_class("class_weights", "class weights", "modeler")],
-    description="Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU.",
     outputs=outputs,
     batch=("image", "mask"),
     predict_options={
@@ -80,7 +79,7 @@ def iou_names(num_classes: int, class_names: Any) -> list[str]:
     },
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The modeler for the resolved `modeler` section."""
+    """Semantic segmentation: per-pixel cross-entropy ignoring ignore_label (+ class weights, L2), mean IoU."""
     return ImageSegmentationModeler(params, context)
 
 

@@ -77,16 +77,12 @@ def sizes_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     return found
 
 
-@register(
-    "network",
-    "unet",
-    rules=[sizes_rule],
-    params=PARAMS,
-    description="U-Net: conv/pool encoder, transposed-conv decoder with skip connections, per-pixel logits.",
-    batch=("image", "mask"),
-)
+@register("network", "unet", rules=[sizes_rule], params=PARAMS, batch=("image", "mask"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The U-Net as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes)."""
+    """U-Net: conv/pool encoder, transposed-conv decoder with skip connections, per-pixel logits.
+
+    The U-Net as a Keras functional model: images (B, H, W, C) -> logits (B, H, W, num_classes).
+    """
     import tensorflow as tf
 
     _check_sizes(params["depth"], context)

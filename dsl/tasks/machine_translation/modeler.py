@@ -82,7 +82,6 @@ def decoding(params: dict[str, Any]) -> dict[str, Any]:
     "modeler",
     "machine_translation",
     params=PARAMS,
-    description="Translation: label-smoothed cross-entropy per target token, beam search in the graph, BLEU and chrF.",
     outputs=outputs,
     rules=[check_search],
     predict_options={
@@ -93,7 +92,7 @@ def decoding(params: dict[str, Any]) -> dict[str, Any]:
     facts=lambda params: {"decoding": decoding(params)},
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The modeler for the resolved `modeler` section."""
+    """Translation: label-smoothed cross-entropy per target token, beam search in the graph, BLEU and chrF."""
     return TranslationModeler(params, context)
 
 

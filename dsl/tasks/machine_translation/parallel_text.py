@@ -99,13 +99,15 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     "parallel_text",
     params=PARAMS,
     examples=examples,
-    description="Sentence pairs (a TSV, or two aligned files) as SentencePiece ids trained on the train split.",
     batch=("sentence", "translation"),
     # What `dslrun validate --build` traces with before any model is trained: the sizes' upper bounds.
     facts=lambda params: {"vocabulary_size": params["vocab_size"], "sequence_length": params["max_length"] + 1},
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read and check every declared file now (errors name the file and line), then tokenise."""
+    """Sentence pairs (a TSV, or two aligned files) as SentencePiece ids trained on the train split.
+
+    Read and check every declared file now (errors name the file and line), then tokenise.
+    """
     from dsl.tasks.machine_translation._parallel_files import read_split
     from dsl.tasks.machine_translation._pipeline import ParallelTextInputter
 

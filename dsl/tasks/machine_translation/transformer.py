@@ -74,16 +74,12 @@ def _divisors(number: int) -> str:
     return ", ".join(str(k) for k in range(1, min(number, 64) + 1) if number % k == 0)
 
 
-@register(
-    "network",
-    "transformer",
-    params=PARAMS,
-    rules=[check_sections],
-    description="Transformer encoder-decoder (pre/post norm, tied embeddings), beam search with a key/value cache.",
-    batch=("sentence", "translation"),
-)
+@register("network", "transformer", params=PARAMS, rules=[check_sections], batch=("sentence", "translation"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """{"source", "target"} ids -> {"logits"} (and {"tokens"} outside training), variables created."""
+    """Transformer encoder-decoder (pre/post norm, tied embeddings), beam search with a key/value cache.
+
+    {"source", "target"} ids -> {"logits"} (and {"tokens"} outside training), variables created.
+    """
     import tensorflow as tf
 
     from dsl.tasks.machine_translation._transformer import Transformer

@@ -443,3 +443,4 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
     inter = width * height
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
     return inter / union if union > 0 else 0.0
+

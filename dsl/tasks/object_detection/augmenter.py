@@ -153,15 +153,12 @@ class DetectionAugmenter:
                 "count": tf.reduce_sum(tf.cast(keep, tf.int32))}
 
 
-@register(
-    "augmenter",
-    "detection",
-    params=PARAMS,
-    description="Detection: SSD-style crop keeping boxes, random scale, flip of image and boxes together; jitter; standardisation.",
-    batch=("image", "boxes"),
-)
+@register("augmenter", "detection", params=PARAMS, batch=("image", "boxes"))
 def build(params: dict[str, Any], context: BuildContext) -> Augmenter:
-    """The augmenter for the inputter's image shape (`context`)."""
+    """Detection: SSD-style crop keeping boxes, random scale, flip of image and boxes together; jitter; standardisation.
+
+    The augmenter for the inputter's image shape (`context`).
+    """
     p = {name: spec["default"] for name, spec in PARAMS.items()}
     p.update({key: value for key, value in params.items() if key != "type"})
     if p["min_scale"] > p["max_scale"]:

@@ -16,7 +16,7 @@ from dsl.engine.contracts import Inputter
 from dsl.inputters.common import source_params
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.language.rules import one_per_class
+from dsl.tasks.object_detection._box_inputters import box_inputter, box_inputter_built
 from dsl.tasks.object_detection._box_listing import detection_params
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -29,26 +29,11 @@ PARAMS: dict[str, dict[str, Any]] = {
     **detection_params(),
 }
 
-def examples(params: dict[str, Any], mode: str) -> Any:
-    """The images of `mode` for `dslrun validate --data`, each bad annotation a problem naming its id."""
-    from dsl.tasks.object_detection._data_check import detection_split
 
-    return detection_split(params, mode, "coco")
-
-
-@register(
-    "inputter",
-    "coco_json",
-    params=PARAMS,
-    required=("num_classes",),
-    examples=examples,
-    description="Images and boxes from COCO annotation JSON files (bbox [x, y, w, h]; categories -> class indices).",
-    batch=("image", "boxes"),
-    rules=[one_per_class("classes", "class names", "inputter")],
-)
+@register("inputter", "coco_json", params=PARAMS, **box_inputter("coco"))
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read every declared JSON now (errors name the file and annotation id); pixels are read while training."""
-    from dsl.tasks.object_detection._box_listing import coco_class_names, read_sources
-    from dsl.tasks.object_detection._inputter import DetectionInputter
+    """Images and boxes from COCO annotation JSON files (bbox [x, y, w, h]; categories -> class indices).
 
-    return DetectionInputter(params, read_sources(params, "coco"), coco_class_names(params))
+    Read every declared JSON now (errors name the file and annotation id); pixels are read while training.
+    """
+    return box_inputter_built(params, "coco")

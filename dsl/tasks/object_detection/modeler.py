@@ -95,7 +95,6 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     "modeler",
     "object_detection",
     params=PARAMS,
-    description="Single-stage detection: IoU anchor matching, focal + smooth-L1/GIoU loss, NMS, COCO mAP.",
     outputs=outputs,
     batch=("image", "boxes"),
     predict_options={
@@ -110,7 +109,7 @@ def outputs(params: dict[str, Any], pipeline: dict[str, Any] | None = None) -> d
     },
 )
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The modeler for the resolved `modeler` section."""
+    """Single-stage detection: IoU anchor matching, focal + smooth-L1/GIoU loss, NMS, COCO mAP."""
     return ObjectDetectionModeler(params, context)
 
 

@@ -21,7 +21,7 @@ from dsl.engine.contracts import Inputter
 from dsl.inputters.common import source_params
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.language.rules import one_per_class
+from dsl.tasks.object_detection._box_inputters import box_inputter, box_inputter_built
 from dsl.tasks.object_detection._box_listing import detection_params
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -29,26 +29,11 @@ PARAMS: dict[str, dict[str, Any]] = {
     **detection_params(),
 }
 
-def examples(params: dict[str, Any], mode: str) -> Any:
-    """The images of `mode` for `dslrun validate --data`, each bad row a problem at its line."""
-    from dsl.tasks.object_detection._data_check import detection_split
 
-    return detection_split(params, mode, "csv")
-
-
-@register(
-    "inputter",
-    "object_detection_csv",
-    params=PARAMS,
-    required=("num_classes",),
-    examples=examples,
-    description="Images and boxes listed in CSV files of `image_path,x_min,y_min,x_max,y_max,label` rows (one per box).",
-    batch=("image", "boxes"),
-    rules=[one_per_class("classes", "class names", "inputter")],
-)
+@register("inputter", "object_detection_csv", params=PARAMS, **box_inputter("csv"))
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read every declared CSV now (errors name the file and line); pixels are read while training."""
-    from dsl.tasks.object_detection._box_listing import read_sources
-    from dsl.tasks.object_detection._inputter import DetectionInputter
+    """Images and boxes listed in CSV files of `image_path,x_min,y_min,x_max,y_max,label` rows (one per box).
 
-    return DetectionInputter(params, read_sources(params, "csv"))
+    Read every declared CSV now (errors name the file and line); pixels are read while training.
+    """
+    return box_inputter_built(params, "csv")

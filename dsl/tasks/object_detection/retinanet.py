@@ -114,7 +114,6 @@ def anchors_fit(section: dict[str, Any], declared: Declared) -> list[Problem]:
     "network",
     "retinanet",
     params=PARAMS,
-    description="RetinaNet-style detector: backbone, feature pyramid, shared class and box heads per anchor.",
     batch=("image", "boxes"),
     rules=[anchors_fit],
     facts=lambda params: {"anchors": anchors_of(params)},  # the modeler encodes its targets on them
@@ -122,7 +121,10 @@ def anchors_fit(section: dict[str, Any], declared: Declared) -> list[Problem]:
     batch_norm=lambda params: params.get("backbone", SMALL) == SMALL or has_batch_norm(str(params["backbone"])),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """The detector: images (B, H, W, C) -> float32 (B, anchors, 4 + num_classes)."""
+    """RetinaNet-style detector: backbone, feature pyramid, shared class and box heads per anchor.
+
+    The detector: images (B, H, W, C) -> float32 (B, anchors, 4 + num_classes).
+    """
     import tensorflow as tf
 
     problems = check(params, tuple(context.image_shape))

@@ -13,7 +13,7 @@ from typing import Any
 from dsl.engine.contracts import Model
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes
+from dsl.networks.common import NUM_CLASSES_PARAM, classifier_model
 from dsl.tasks.text_classification._network import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -29,21 +29,15 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-@register(
-    "network",
-    "bilstm",
-    params=PARAMS,
-    description="Bidirectional LSTM over the token embeddings (padding masked), logits from both last states.",
-    batch=("tokens", "class"),
-)
+@register("network", "bilstm", params=PARAMS, batch=("tokens", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
+    """Bidirectional LSTM over the token embeddings (padding masked), logits from both last states.
+
+    Token ids (B, sequence_length) int32 -> logits (B, num_classes).
+    """
     import tensorflow as tf
 
     inputs = token_input(context)
     x = embedding(context, params["embedding_dim"], mask_zero=True)(inputs)
     x = tf.keras.layers.Bidirectional(tf.keras.layers.LSTM(params["units"], name="lstm"), name="bidirectional")(x)
-    if params["dropout"]:
-        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(params, context))(x)
-    return tf.keras.Model(inputs, outputs, name="bilstm")
+    return classifier_model(inputs, x, params, context, "bilstm")

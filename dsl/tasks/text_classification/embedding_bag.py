@@ -15,7 +15,7 @@ from typing import Any
 from dsl.engine.contracts import Model
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes
+from dsl.networks.common import NUM_CLASSES_PARAM, classifier_model
 from dsl.tasks.text_classification._network import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, masked_mean, token_input
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -31,15 +31,12 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-@register(
-    "network",
-    "embedding_bag",
-    params=PARAMS,
-    description="fastText-style: mean of the token embeddings (padding left out), optional hidden layer, logits.",
-    batch=("tokens", "class"),
-)
+@register("network", "embedding_bag", params=PARAMS, batch=("tokens", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
+    """fastText-style: mean of the token embeddings (padding left out), optional hidden layer, logits.
+
+    Token ids (B, sequence_length) int32 -> logits (B, num_classes).
+    """
     import tensorflow as tf
 
     inputs = token_input(context)
@@ -47,7 +44,4 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
     x = masked_mean()([vectors, inputs])
     if params["hidden_units"]:
         x = tf.keras.layers.Dense(params["hidden_units"], activation="relu", name="hidden")(x)
-    if params["dropout"]:
-        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(params, context))(x)
-    return tf.keras.Model(inputs, outputs, name="embedding_bag")
+    return classifier_model(inputs, x, params, context, "embedding_bag")

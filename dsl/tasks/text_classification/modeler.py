@@ -17,8 +17,10 @@ from dsl.language.registry import register
 from dsl.modelers.classification import CLASSIFIER, ClassificationModeler
 
 
-@register("modeler", "text_classification", batch=("tokens", "class"), **CLASSIFIER,
-          description="Text classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.")
+@register("modeler", "text_classification", batch=("tokens", "class"), **CLASSIFIER)
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
-    """The classifier of token ids (dsl.modelers.classification)."""
+    """Text classification: cross-entropy (+ label smoothing, L2), optimizer, lr schedule, accuracy.
+
+    The classifier of token ids (dsl.modelers.classification).
+    """
     return ClassificationModeler(params, context)

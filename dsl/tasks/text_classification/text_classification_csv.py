@@ -100,11 +100,13 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     params=PARAMS,
     required=("num_classes",),
     examples=examples,
-    description="Texts and labels in UTF-8 CSV files with a header row; a vocabulary built from the train split.",
     batch=("tokens", "class"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read and check every declared CSV now (errors name the file and line), then vectorise."""
+    """Texts and labels in UTF-8 CSV files with a header row; a vocabulary built from the train split.
+
+    Read and check every declared CSV now (errors name the file and line), then vectorise.
+    """
     from dsl.tasks.text_classification._text_pipeline import TextInputter
 
     classes = list(params["classes"]) if params["classes"] else None

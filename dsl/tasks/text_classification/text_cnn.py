@@ -17,7 +17,7 @@ from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.language.registry import register
 from dsl.language.rules import Declared, Problem, dotted
-from dsl.networks.common import NUM_CLASSES_PARAM, logits_layer, num_classes
+from dsl.networks.common import NUM_CLASSES_PARAM, classifier_model
 from dsl.tasks.text_classification._network import EMBEDDING_DIM_PARAM, TEXT_DROPOUT_PARAM, embedding, token_input
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -56,16 +56,12 @@ def width_rule(section: dict[str, Any], declared: Declared) -> list[Problem]:
     ) for index, size in enumerate(sizes) if size > length]
 
 
-@register(
-    "network",
-    "text_cnn",
-    rules=[width_rule],
-    params=PARAMS,
-    description="Kim (2014) text CNN: embedding, convolutions of several widths, max over time, logits.",
-    batch=("tokens", "class"),
-)
+@register("network", "text_cnn", rules=[width_rule], params=PARAMS, batch=("tokens", "class"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """Token ids (B, sequence_length) int32 -> logits (B, num_classes)."""
+    """Kim (2014) text CNN: embedding, convolutions of several widths, max over time, logits.
+
+    Token ids (B, sequence_length) int32 -> logits (B, num_classes).
+    """
     import tensorflow as tf
 
     inputs = token_input(context)
@@ -79,7 +75,4 @@ def build(params: dict[str, Any], context: BuildContext) -> Model:
         x = tf.keras.layers.Conv1D(params["num_filters"], size, activation="relu", name=f"conv_{size}")(vectors)
         pooled.append(tf.keras.layers.GlobalMaxPooling1D(name=f"pool_{size}")(x))
     x = pooled[0] if len(pooled) == 1 else tf.keras.layers.Concatenate(name="concatenate")(pooled)
-    if params["dropout"]:
-        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(params, context))(x)
-    return tf.keras.Model(inputs, outputs, name="text_cnn")
+    return classifier_model(inputs, x, params, context, "text_cnn")

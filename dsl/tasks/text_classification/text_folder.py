@@ -91,11 +91,13 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     rules=[one_per_class("classes", "class names", "inputter")],
     params=PARAMS,
     examples=examples,
-    description="Texts as .txt files in one sub-folder per class (IMDB's layout); a vocabulary built from the train split.",
     batch=("tokens", "class"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read every text of every declared folder now (errors name the file), then vectorise."""
+    """Texts as .txt files in one sub-folder per class (IMDB's layout); a vocabulary built from the train split.
+
+    Read every text of every declared folder now (errors name the file), then vectorise.
+    """
     from dsl.tasks.text_classification._text_pipeline import TextInputter
 
     folders = {mode: [existing_dir(v, f"inputter.{mode}") for v in as_list(params[mode])] for mode in MODES if params[mode]}

@@ -12,7 +12,7 @@ from typing import Any
 
 from dsl.language.context import BuildContext
 from dsl.language.registry import register
-from dsl.networks.common import NUM_CLASSES_PARAM, image_input, logits_layer, num_classes
+from dsl.networks.common import NUM_CLASSES_PARAM, classifier_model, image_input
 
 
 @register(
@@ -23,16 +23,15 @@ from dsl.networks.common import NUM_CLASSES_PARAM, image_input, logits_layer, nu
         "dropout": {"description": "Dropout rate on the flattened image.", "type": "number",
                     "minimum": 0, "maximum": 0.9, "default": 0.0},
     },
-    description="A linear classifier on the flattened image (docs/extending.md's example plug-in).",
     batch=("image", "class"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Any:
-    """images (B, H, W, C) -> logits (B, classes); the head is the `logits` layer."""
+    """A linear classifier on the flattened image (docs/extending.md's example plug-in).
+
+    images (B, H, W, C) -> logits (B, classes); the head is the `logits` layer.
+    """
     import tensorflow as tf
 
     inputs = image_input(context)
     x = tf.keras.layers.Flatten(name="flatten")(inputs)
-    if params["dropout"]:
-        x = tf.keras.layers.Dropout(params["dropout"], name="dropout")(x)
-    outputs = logits_layer(num_classes(params, context))(x)
-    return tf.keras.Model(inputs, outputs, name="example_linear")
+    return classifier_model(inputs, x, params, context, "example_linear")

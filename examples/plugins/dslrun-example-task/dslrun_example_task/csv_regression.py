@@ -83,11 +83,13 @@ def examples(params: dict[str, Any], mode: str) -> Any:
     required=("feature_columns",),
     facts=facts,
     examples=examples,
-    description="Numeric feature columns and a target column in CSV files with a header row (regression).",
     batch=("features", "value"),
 )
 def build(params: dict[str, Any], context: BuildContext) -> Inputter:
-    """Read and check every declared CSV now (errors name the file and line), then hold the rows in memory."""
+    """Numeric feature columns and a target column in CSV files with a header row (regression).
+
+    Read and check every declared CSV now (errors name the file and line), then hold the rows in memory.
+    """
     from dslrun_example_task._rows import RowsInputter
 
     splits = {mode: read_csvs(as_list(params[mode]), f"inputter.{mode}", params)

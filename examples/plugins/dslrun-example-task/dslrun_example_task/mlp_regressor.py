@@ -36,15 +36,12 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-@register(
-    "network",
-    "mlp_regressor",
-    params=PARAMS,
-    description="Multi-layer perceptron from a row of numeric features to one number (regression).",
-    batch=("features", "value"),
-)
+@register("network", "mlp_regressor", params=PARAMS, batch=("features", "value"))
 def build(params: dict[str, Any], context: BuildContext) -> Model:
-    """features (B, num_features) -> values (B,)."""
+    """Multi-layer perceptron from a row of numeric features to one number (regression).
+
+    features (B, num_features) -> values (B,).
+    """
     import tensorflow as tf
 
     inputs = tf.keras.Input(shape=(int(context.fact("num_features", 1)),), name="features")

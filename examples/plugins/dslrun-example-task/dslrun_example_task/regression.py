@@ -64,7 +64,7 @@ class RegressionModeler(BaseModeler):
 
 
 @register("modeler", "regression", params=TRAINING_PARAMS, outputs=outputs, rules=[checked(check_patterns)],
-          batch=("features", "value"),
-          description="Regression: mean squared error (+ L2), optimizer, lr schedule, MAE and RMSE.")
+          batch=("features", "value"))
 def build(params: dict[str, Any], context: BuildContext) -> Modeler:
+    """Regression: mean squared error (+ L2), optimizer, lr schedule, MAE and RMSE."""
     return RegressionModeler(params, context)
