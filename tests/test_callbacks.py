@@ -329,11 +329,18 @@ def test_speed_leaves_warmup_out_and_reports_global_images_per_second(tmp_path, 
 def test_val_speed_and_val_basic(tmp_path, capsys):
     runner = FakeRunner(tmp_path, workflow=(("train", 1), ("val", 1)), max_epochs=3, steps_per_epoch=2)
     accuracies = sequence("accuracy", [0.5, 0.7, 0.6], loss=0.25)
-    runner.run([make("val_speed", warmup_iters=0), make("val_basic")], TRAIN, accuracies)
+    basic = make("val_basic")
+    runner.run([make("val_speed", warmup_iters=0), basic], TRAIN, accuracies)
     lines = capsys.readouterr().out.splitlines()
     assert "val epoch 1/3 (step 2): 80.0 images/s, 50.0 ms/step (phase average)" in lines
     assert "val epoch 3/3 (step 6): loss 0.2500, accuracy 0.6000 (best accuracy 0.7000 at step 4)" in lines
-    assert lines[-1] == "best val accuracy 0.7000 at step 4"
+    # Trial B16: without save_best the best line was read as a model to ask for (`--checkpoint best`).
+    assert lines[-1] == ("best val accuracy 0.7000 at step 4 (not kept: add save_best to the checkpoint callback "
+                         "to keep the best model for --checkpoint best)")
+    (Path(runner.model_dir) / "best").mkdir()
+    (Path(runner.model_dir) / "best" / "best.json").write_text(json.dumps({"monitor": "val/accuracy", "step": 4}))
+    basic.after_run(runner)
+    assert capsys.readouterr().out.splitlines()[-1] == f"best val accuracy 0.7000 at step 4 (kept in {tmp_path / 'best'})"
 
 
 def test_val_basic_says_when_the_score_was_still_rising_at_the_end(tmp_path, capsys):
@@ -411,6 +418,12 @@ def test_train_basic_header_and_final_checkpoint(tmp_path, capsys):
     )
     assert runner.saves == [6]
     assert lines[-1] == "finished at step 6 (epoch 2); checkpoint ckpt-6"
+    # A schedule's drops are on the first line (trial B16 could not see an inherited one there).
+    runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=3, world_size=2)
+    runner.modeler.params["lr_schedule"] = {"type": "piecewise", "boundaries": [1], "values": [1.0, 0.1]}
+    runner.run([make("train_basic")], TRAIN)
+    assert "learning rate 0.1 (x1, batch_scaling none), schedule piecewise (x1, x0.1 from epoch 1), max_epochs 2" \
+        in capsys.readouterr().out.splitlines()[0]
 
 
 # -------------------------------------------------------------------- stopping and failing
@@ -468,7 +481,7 @@ def test_early_stopping_and_val_basic_state_survives_a_resume(tmp_path, capsys):
         hook.after_load_checkpoint(runner, states[hook.name])
     runner.run(second, TRAIN, sequence("loss", [0.6, 0.7, 0.8, 0.9], accuracy=0.7))
     assert runner.epoch == 5 and "best 0.5000 at step 4" in runner.stop_reason
-    assert capsys.readouterr().out.splitlines()[-1] == "best val accuracy 0.9000 at step 2"
+    assert capsys.readouterr().out.splitlines()[-1].startswith("best val accuracy 0.9000 at step 2 (not kept")
 
 
 def test_early_stopping_whose_patience_was_spent_stops_when_loaded(tmp_path):

@@ -223,3 +223,20 @@ def test_a_remove_that_cannot_work_is_a_located_error(tmp_path: Path, child: str
     variant.write_text("extends: child.yaml\n" + child, encoding="utf-8")
     code, output = cli("validate", str(variant))
     assert code == 1 and f"{tmp_path / at}" in output and words in output, output
+
+
+def test_the_items_of_a_plain_list_replacing_a_base_list_are_checked_like_any_other(tmp_path: Path) -> None:
+    """Trial B16: the dropped-component warning at `callbacks:` hid every schema error below it, so a
+    `save_bset` typo trained without a best model, and a missing `path` or `max_to_keep: -1` crashed the
+    run with a traceback. The warning and the items' errors are both reported, each at its line."""
+    files(tmp_path, "callbacks:\n  - type: progress\n  - type: checkpoint\n")
+    variant = tmp_path / "variant.yaml"
+    variant.write_text("extends: child.yaml\ncallbacks:\n  - type: checkpoint\n    save_bset: {monitor: val/accuracy}\n"
+                       "    max_to_keep: -1\n  - type: init_checkpoint\n", encoding="utf-8")
+    code, output = cli("validate", str(variant))
+    assert code == 1, output
+    assert f"{variant}:2:1: warning: callbacks: this list replaces the whole `callbacks` list" in output, output
+    assert f"{variant}:4:5: error: callbacks[0].save_bset: unknown parameter 'save_bset' of callback type " \
+           "'checkpoint'; did you mean 'save_best'?" in output, output
+    assert f"{variant}:5:18: error: callbacks[0].max_to_keep: must be at least 1, got -1" in output, output
+    assert f"{variant}:6:5: error: callbacks[1].path: missing required key `path`" in output, output

@@ -67,7 +67,9 @@ def records(run: Path, mode: str) -> list[tuple[int, int]]:
 
 
 def best_line(output: str) -> str:
-    return [line for line in output.splitlines() if line.startswith("best val accuracy")][-1]
+    """The run's last best line, its run directory left out: two runs' lines are compared."""
+    line = [line for line in output.splitlines() if line.startswith("best val accuracy")][-1]
+    return line.split(" (kept in ")[0] + (" (kept)" if " (kept in " in line else "")
 
 
 def files(run: Path) -> dict[str, tuple[int, int]]:

@@ -501,3 +501,40 @@ def test_a_checkpoint_number_the_run_lacks_lists_the_ones_it_holds(tmp_path: Pat
     code, lines = validate(tmp_path, str(checkpoints / "ckpt-999"))
     assert code == 1 and len(lines) == 1 and f"error: callbacks[0].path: '{checkpoints / 'ckpt-999'}' does not exist: " \
         f"{checkpoints} holds ckpt-6, ckpt-12, ckpt-18;" in lines[0], lines
+
+
+def test_a_fine_tune_that_sets_its_own_length_under_a_base_files_piecewise_drops_is_warned(tmp_path: Path) -> None:
+    """Trial B16: a 25-epoch fine-tune extending an 8-epoch base inherited `boundaries: [6]` and ran its
+    last 19 epochs at a tenth of its rate, with nothing said. The warning stands at the length the
+    file sets; a base whose length is inherited too, or a schedule written here, is taken as meant."""
+    schedule = ("  optimizer: {type: momentum, learning_rate: 0.1}\n"
+                "  lr_schedule: {type: piecewise, boundaries: [6], values: [1.0, 0.1]}\n")
+    base = PIPELINE.format(path=tmp_path / "base", skip="[]").replace(
+        "  type: image_classification\n", "  type: image_classification\n" + schedule).replace("max_epochs: 1", "max_epochs: 8")
+    (tmp_path / "base.yaml").write_text(base)
+    tune = tmp_path / "tune.yaml"
+    tune.write_text("extends: base.yaml\nmodeler:\n  optimizer: {learning_rate: 0.01}\nrunner:\n  max_epochs: 25\n")
+    result = CliRunner().invoke(main, ["validate", str(tune)], catch_exceptions=False)
+    warnings = [line for line in result.output.splitlines() if "lr_schedule" in line]
+    assert result.exit_code == 0 and warnings == [
+        f"{tune}:5:15: warning: runner.max_epochs: this fine-tuning run trains 25 epochs under the piecewise "
+        f"modeler.lr_schedule of {tmp_path / 'base.yaml'}:10, written for that file's run: the rate drops to 0.1 x "
+        f"after epoch 6, for the last 19 epochs; give {tune} its own modeler.lr_schedule (type: constant keeps the "
+        "rate) if that is not meant"], result.output
+    for meant in ("runner: {}\n",  # the base's length too
+                  "runner:\n  max_epochs: 25\nmodeler:\n  lr_schedule: {type: piecewise, boundaries: [20], values: [1.0, 0.1]}\n",
+                  "runner:\n  max_epochs: 5\n"):  # ends before the drop
+        tune.write_text("extends: base.yaml\n" + meant)
+        result = CliRunner().invoke(main, ["validate", str(tune)], catch_exceptions=False)
+        assert result.exit_code == 0 and "this fine-tuning run" not in result.output, (meant, result.output)
+
+
+def test_the_schedule_is_described_in_a_few_words_for_the_runs_first_line() -> None:
+    from dsl.modelers.base import describe_schedule
+
+    assert describe_schedule({"type": "piecewise", "boundaries": [6, 9], "values": [1.0, 0.1, 0.01]}) == \
+        "schedule piecewise (x1, x0.1 from epoch 6, x0.01 from epoch 9)"
+    assert describe_schedule({"type": "cosine", "alpha": 0.0}) == "schedule cosine (to x0 over the run)"
+    assert describe_schedule({"type": "exponential", "decay_rate": 0.5, "decay_epochs": 3}) == \
+        "schedule exponential (x0.5 every 3 epochs)"
+    assert describe_schedule({"type": "constant"}) == describe_schedule({}) == ""

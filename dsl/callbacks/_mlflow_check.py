@@ -31,8 +31,7 @@ def check_mlflow_installed(pipeline: dict[str, Any], sources: SourceMap) -> list
     for index, callback in enumerate(pipeline.get("callbacks") or []):
         if isinstance(callback, dict) and callback.get("type") == "mlflow" and importlib.util.find_spec("mlflow") is None:
             path = ("callbacks", index, "type")
-            return [sources.diagnostic(path, f"the mlflow callback needs MLflow, which is not installed; "
-                                                              f"{INSTALL_HINT}")]
+            return [sources.diagnostic(path, f"the mlflow callback needs MLflow, which is not installed; {INSTALL_HINT}")]
     return check_folder_store(pipeline, sources)
 
 
@@ -104,8 +103,8 @@ def check_tracking_server(pipeline: dict[str, Any], sources: SourceMap) -> list[
         refused = login_problem(uri, SERVER_TIMEOUT_SECONDS, os.environ)
         if refused:
             found.append(sources.diagnostic(
-                                       path,
-                                       f"the MLflow tracking server {shown_uri(uri)}{source} {refused}"))
+                path,
+                f"the MLflow tracking server {shown_uri(uri)}{source} {refused}"))
     return found
 
 

@@ -23,12 +23,17 @@ def _count(variables: list[Any]) -> int:
 
 def _scaling(runner: Any) -> str:
     """Global batch, learning rate and warmup at this world size: what moving a pipeline to N
-    ranks changed, said where the run starts (dsl/distributed/scaling.py)."""
+    ranks changed, said where the run starts (dsl/distributed/scaling.py), and the schedule's drops."""
+    from dsl.modelers.base import describe_schedule
+
     base = runner.modeler.params["optimizer"]["learning_rate"]
     text = runner.scaling.describe(base)
     warmup = warmup_steps(runner.pipeline, runner.steps_per_epoch)
     if warmup:
         text += f", warmup {warmup} step{'s' * (warmup != 1)}"
+    schedule = describe_schedule(runner.modeler.params.get("lr_schedule") or {})
+    if schedule:
+        text += f", {schedule}"
     synced = runner.batch_norm_sync.describe() if runner.batch_norm_sync else ""
     return f"{text}, {synced}" if synced else text
 
@@ -109,12 +114,27 @@ class ValBasic(Callback):
 
     def after_run(self, runner: Any) -> None:
         if self.best is not None:
-            runner.print(f"best val accuracy {format_value(self.best[0])} at step {self.best[1]}")
+            runner.print(f"best val accuracy {format_value(self.best[0])} at step {self.best[1]}{_kept(runner, self.best[1])}")
         rising = still_rising(self.scores)
         if rising and not runner.failed and not runner.stop_reason:
             length = ("runner.max_epochs", runner.max_epochs) if runner.by_epoch else ("runner.max_iters", runner.max_iters)
             runner.notice(f"val/{rising}: the run likely ended before its best; "
                           f"raise {length[0]} ({length[1]}) and run it again, and it continues from its last checkpoint")
+
+
+def _kept(runner: Any, step: int) -> str:
+    """Whether the best step's model can be had back (`--checkpoint best`): a run without
+    `save_best` printed its best line too, and trial B16 then met "has no best model"."""
+    from pathlib import Path
+
+    from dsl.engine.best import BEST_DIR, read_best
+
+    record = read_best(Path(runner.model_dir))
+    if record is None:
+        return " (not kept: add save_best to the checkpoint callback to keep the best model for --checkpoint best)"
+    if record.get("step") == step:
+        return f" (kept in {Path(runner.model_dir) / BEST_DIR})"
+    return ""  # save_best follows another monitor: best/ holds its best, said where it was written
 
 
 # Each task's headline val score (higher is better): classification, detection, segmentation, translation.

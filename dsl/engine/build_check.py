@@ -57,9 +57,9 @@ def build_and_check(pipeline: dict[str, Any], sources: SourceMap) -> tuple[Any, 
     declared = declare(pipeline, inputter.facts)
     if inputter.batch is None:
         return None, [sources.diagnostic(
-                                    ("inputter", "type"),
-                                    f"inputter {inputter.type!r} does not declare its batch, so --build cannot make one; "
-                                    "validate without --build", "warning")]
+            ("inputter", "type"),
+            f"inputter {inputter.type!r} does not declare its batch, so --build cannot make one; "
+            "validate without --build", "warning")]
     tf.get_logger().setLevel("ERROR")  # retracing notes: each pipeline is traced once, on purpose
     tf.keras.backend.clear_session()
     typed = Pipeline.from_resolved(pipeline)
@@ -123,9 +123,9 @@ def _zero_example(batch: tuple[str, str], declared: Declared, sources: SourceMap
     spec = example_spec(batch, declared)
     if spec is None:
         raise _Failed(sources.diagnostic(
-                                    ("inputter", "type"),
-                                    f"--build cannot make a batch of {' and '.join(batch)}; validate without --build",
-                                    "warning"))
+            ("inputter", "type"),
+            f"--build cannot make a batch of {' and '.join(batch)}; validate without --build",
+            "warning"))
     features, targets = (_zeros(part) for part in spec)
     return features, targets
 
@@ -167,8 +167,8 @@ def _located(section: str, message: str, sources: SourceMap, own: bool) -> Diagn
     path = (section, "type")
     kind = {"augmenter": "augmenter", "network": "network", "modeler": "modeler"}[section]
     return sources.diagnostic(
-                         path,
-                         f"{kind} does not build or trace on the declared shapes (--build, zero-filled batch): {message}")
+        path,
+        f"{kind} does not build or trace on the declared shapes (--build, zero-filled batch): {message}")
 
 
 def _where(sources: SourceMap, path: JsonPath) -> str:

@@ -51,7 +51,7 @@ def check_pipeline_with_sources(
         return None, _sorted(diagnostics), tree.sources
     diagnostics += rename_former_types(tree.value, tree.sources)
     schema_problems = validate_tree(tree.value, tree.sources)
-    known = {d.path for d in diagnostics}
+    known = {d.path for d in diagnostics if is_error(d)}  # a warning there (a list replaced whole) hides no error below it
     diagnostics += [d for d in schema_problems if not _at_or_below_any(d.path, known)]
     if any(is_error(d) for d in diagnostics):
         return None, _sorted(diagnostics), tree.sources

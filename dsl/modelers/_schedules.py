@@ -170,6 +170,22 @@ def factor_at_epoch(config: dict[str, Any], epoch: float, max_epochs: int | None
     return 1.0
 
 
+def describe_schedule(config: dict[str, Any]) -> str:
+    """The schedule in a few words of epochs and factors, for the run's first line: a rate dropped
+    by a schedule inherited from a base file was invisible there (trial B16). "" for constant."""
+    kind = config.get("type", DEFAULT_SCHEDULE)
+    if kind == "piecewise":
+        values = [f"x{float(v):g}" for v in config.get("values") or []]
+        steps = [f"{value} from epoch {boundary:g}" for boundary, value in zip(config.get("boundaries") or [], values[1:])]
+        return f"schedule piecewise ({', '.join(values[:1] + steps)})"
+    if kind == "cosine":
+        over = f"{config['decay_epochs']:g} epochs" if config.get("decay_epochs") else "the run"
+        return f"schedule cosine (to x{float(config.get('alpha', 0.0)):g} over {over})"
+    if kind == "exponential":
+        return f"schedule exponential (x{float(config.get('decay_rate', 0.1)):g} every {config.get('decay_epochs')} epochs)"
+    return "" if kind == DEFAULT_SCHEDULE else f"schedule {kind}"
+
+
 def _epochs_to_steps(steps_per_epoch: int | None, kind: str) -> Any:
     """A converter from epochs to whole steps, or a clear error when epochs have no length."""
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from dsl.language.context import BuildContext
 from dsl.language.errors import DslError
 from dsl.modelers._optimizers import fill_optimizer, optimizer_param
+from dsl.modelers._schedules import describe_schedule as describe_schedule  # public: the run's first line
 from dsl.modelers._schedules import factor_at_epoch as factor_at_epoch  # public: validate's schedule checks
 from dsl.modelers._schedules import fill_schedule, schedule_param
 

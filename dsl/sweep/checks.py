@@ -158,11 +158,11 @@ def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap
         # A 3-trial tpe sweep was a random search, and nothing said so (trial A10).
         path: JsonPath = ("sweep", "method") if ("sweep", "method") in sources else ("sweep", "max_trials")
         return [sources.diagnostic(
-                              path,
-                              f"tpe draws its first {TPE_STARTUP_TRIALS} trials at random before it models the results "
-                              f"(Optuna's n_startup_trials), so these {sweep.get('max_trials', 20)} are a random search; "
-                              "give max_trials above 10 for tpe to search, or write method: random to say so",
-                              "warning")]
+            path,
+            f"tpe draws its first {TPE_STARTUP_TRIALS} trials at random before it models the results "
+            f"(Optuna's n_startup_trials), so these {sweep.get('max_trials', 20)} are a random search; "
+            "give max_trials above 10 for tpe to search, or write method: random to say so",
+            "warning")]
     if sweep.get("method") != "grid":
         return []
     continuous = [s.path for s in spaces if not s.grid()]
@@ -170,9 +170,9 @@ def _check_method(sweep: dict[str, Any], spaces: list[Space], sources: SourceMap
         return []
     path = ("sweep", "method")
     return [sources.diagnostic(
-                          path,
-                          f"a grid sweep needs choice or int spaces, but {', '.join(continuous)} "
-                          "is continuous; give it a choice of values, or use method: tpe or random")]
+        path,
+        f"a grid sweep needs choice or int spaces, but {', '.join(continuous)} "
+        "is continuous; give it a choice of values, or use method: tpe or random")]
 
 
 def trial_backend(pipeline: dict[str, Any]) -> BackendSpec | None:
@@ -220,10 +220,10 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
     if one_process_only(spec) and ranks > 1:
         path: JsonPath = ("sweep", "ranks_per_trial")
         found.append(sources.diagnostic(
-                                   path,
-                                   f"runner.backend is {backend}, which runs one process, but ranks_per_trial is {ranks}; "
-                                   f"set runner.backend: {backend_registry.either([auto_launcher, *several])}, "
-                                   "or ranks_per_trial: 1"))
+            path,
+            f"runner.backend is {backend}, which runs one process, but ranks_per_trial is {ranks}; "
+            f"set runner.backend: {backend_registry.either([auto_launcher, *several])}, "
+            "or ranks_per_trial: 1"))
     starter = backend_registry.rank_launcher(str(backend))
     if sweep.get("hosts") and (starter is None or starter.ranks is None or not starter.ranks.places_on_hosts):
         # Trials reach the hosts through the backend's launcher (horovodrun -H); one that does not
@@ -231,10 +231,10 @@ def _check_slots(sweep: dict[str, Any], pipeline: dict[str, Any], sources: Sourc
         placing = [s.name for s in backend_registry.backends() if s.ranks is not None and s.ranks.places_on_hosts]
         path = ("sweep", "hosts")
         found.append(sources.diagnostic(
-                                   path,
-                                   f"sweep.hosts places trials with a launcher that reaches other hosts, and runner.backend "
-                                   f"{backend} has none; remove hosts, or set runner.backend: "
-                                   f"{backend_registry.either(['auto', *placing])}"))
+            path,
+            f"sweep.hosts places trials with a launcher that reaches other hosts, and runner.backend "
+            f"{backend} has none; remove hosts, or set runner.backend: "
+            f"{backend_registry.either(['auto', *placing])}"))
     slots = slots_given(sweep)
     parallel = int(sweep.get("parallel_trials", 1))
     each = trial_processes(pipeline)
