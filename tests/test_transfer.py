@@ -141,6 +141,19 @@ def test_foreign_checkpoint_wrong_head_name_and_trainable_with_the_old_head_are_
         in result.stderr, result.stderr  # located, before TensorFlow loads
 
 
+def test_a_variant_whose_network_differs_from_the_checkpoints_is_refused_at_its_own_setting(setup):
+    """Trial B16: `network: {depth: 32}` in a variant of a fine-tune, and `validate --build` put the error
+    at the base file's checkpoint path; the setting that makes the variables differ is the variant's."""
+    tune = finetune(setup, "tune_for_variant", f"{{type: init_checkpoint, path: {setup['base_run']}, skip: [head]}}")
+    variant = setup["root"] / "wider.yaml"
+    variant.write_text(f"extends: {tune.name}\nnetwork: {{filters: [4, 16]}}\n")
+    result = dslrun("validate", "--build", str(variant), check=False)
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert result.returncode == 1 and len(errors) == 1, result.stdout + result.stderr
+    assert errors[0].startswith(f"{variant}:2:20: error: network.filters: init_checkpoint: "), errors
+    assert errors[0].endswith(f"the checkpoint's run (init_checkpoint.path at {tune}:18) had network.filters [4, 8]"), errors
+
+
 def test_no_resume_sets_aside_metrics_and_best_and_a_changed_finished_run_says_so(setup):
     root, run = setup["root"], setup["root"] / "again"
     pipeline = root / "again.yaml"

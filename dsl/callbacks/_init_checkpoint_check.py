@@ -92,13 +92,30 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
             "warning")]
     # The same type with other structure (ResNet-32 from a ResNet-20 run, trial B10): said as "may",
     # since some parameters (dropout, momentum) change no variable; --build knows.
-    other = [key for key in network if key not in UNSTRUCTURAL and key in trained and network[key] != trained[key]]
+    other = other_settings(network, trained)
     if not other:
         return []
     shown = ", ".join(f"{key} {trained[key]} there, {network[key]} here{_written(sources, ('network', key))}" for key in other)
     return [sources.diagnostic(where, (
         f"{run} trained its {ours} with other settings ({shown}): its variables may not match this network's "
         "(the run stops at its start if they do not); `validate --build` checks each one"), "warning")]
+
+
+def other_settings(network: dict[str, Any], trained: dict[str, Any]) -> list[str]:
+    """The network parameters set otherwise than in the checkpoint's run that shape its variables."""
+    return [key for key in network if key not in UNSTRUCTURAL and key in trained and network[key] != trained[key]]
+
+
+def _cause(callback: dict[str, Any], pipeline: dict[str, Any]) -> tuple[JsonPath, Any] | None:
+    """The network setting a failed restore comes from, and the checkpoint's run's value of it, when
+    that run set it otherwise: there the user changed something (trial B16's variant set
+    `network: {depth: 32}`, and the error stood at the base file's checkpoint path)."""
+    from dsl.engine.checkpoint_paths import run_of, trained_section
+
+    run = run_of(callback["path"])
+    trained = (trained_section(run, "network") or {}) if run is not None else {}
+    other = other_settings(pipeline.get("network") or {}, trained)
+    return (("network", other[0]), trained[other[0]]) if other else None
 
 
 def _written(sources: SourceMap, key: JsonPath) -> str:
@@ -392,7 +409,13 @@ def restore_diagnostics(pipeline: dict[str, Any], sources: SourceMap, model: Any
             # trainable without a fresh head is trainable's, written maybe in a variant that extends the path's file (B13).
             key = next((key for key in ("skip", "trainable") if str(exc).startswith(f"init_checkpoint.{key}")), "path")
             at_key: JsonPath = ("callbacks", index, key) if key in callback else where
-            found.append(sources.diagnostic(at_key, str(exc)))
+            cause = _cause(callback, pipeline) if key == "path" else None
+            if cause is not None:  # said where the setting is, with the checkpoint's line
+                (setting, theirs), path = cause, sources.locate(where)
+                found.append(sources.diagnostic(setting, f"{exc}; the checkpoint's run (init_checkpoint.path at "
+                                                         f"{path.file}:{path.line}) had network.{setting[1]} {theirs}"))
+            else:
+                found.append(sources.diagnostic(at_key, str(exc)))
         problem = trainable_problem(model, callback)
         if problem:
             at: JsonPath = ("callbacks", index, "trainable")
