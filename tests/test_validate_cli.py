@@ -220,6 +220,16 @@ def test_summary_counts_files_invalid_and_errors(tmp_path: Path) -> None:
     assert len(result.stdout.splitlines()) == 5
 
 
+def test_a_base_files_line_printed_once_for_two_files_is_counted_once(tmp_path: Path) -> None:
+    """Trial B16: two files extending one base with a bad line printed it once and counted it twice."""
+    variant(tmp_path, "base.yaml", "batch_size: 8", "batch_size: 0")
+    for name in ("a.yaml", "b.yaml"):
+        write(tmp_path, name, f"extends: base.yaml\nname: {name[0]}\n")
+    result = run("validate", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"))
+    assert result.exit_code == 1 and len(result.stdout.splitlines()) == 1, result.stdout
+    assert result.stderr.strip() == "2 files, 2 invalid, 1 error", result.stderr
+
+
 def test_format_json(tmp_path: Path) -> None:
     ok = good(tmp_path, "ok.yaml")
     bad = variant(tmp_path, "bad.yaml", "batch_size: 8", "batch_size: 0")

@@ -299,6 +299,10 @@ def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str, data:
                 click.echo(line)
         for summary, _ in (data or {}).get(name, []):
             click.echo(f"::notice file={name}::{summary}" if output_format == "github" else f"{name}: {summary}")
+    # The count of what was printed: a base file's line shown once for two files extending it is
+    # one warning, not two under one printed line (trial B16).
+    shown = list({d.format_text(): d for _, diagnostics in reports for d in diagnostics}.values())
+    errors, warnings = _errors(shown), len(shown) - _errors(shown)
     summary = f"{_count(files, 'file')}, {invalid} invalid, {_count(errors, 'error')}"
     if warnings:
         summary += f", {_count(warnings, 'warning')}"
