@@ -410,6 +410,22 @@ def test_a_checkpoint_of_the_same_network_type_with_other_settings_is_a_warning(
     assert "other settings" not in result.stdout, result.stdout
 
 
+def test_a_checkpoint_of_images_of_another_shape_is_a_warning(tmp_path: Path) -> None:
+    """Trial B17: a grayscale fine-tune of a run on RGB images passed plain validate without a word; the
+    first convolution's kernel differs in its channels (`--build` and the run refused it)."""
+    prefix = _run_trained_on(tmp_path / "rgb", ["five", "six", "seven"])
+    (tmp_path / "rgb" / "pipeline.yaml").write_text(
+        "inputter: {classes: [five, six, seven], image_shape: [8, 8, 3]}\nnetwork: {type: mlp, hidden_units: [128]}\n")
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]").replace("[8, 8, 3]", "[8, 8, 1]"))
+    result = validate_without_tensorflow(tmp_path / "p.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f":15:11: warning: callbacks[0].path: {tmp_path / 'rgb'} trained its mlp with other settings " \
+           f"(inputter.image_shape [8, 8, 3] there, [8, 8, 1] here ({tmp_path / 'p.yaml'}:6)): its variables may not " \
+           "match" in result.stdout, result.stdout
+    (tmp_path / "p.yaml").write_text(NAMED.format(path=prefix, skip="[]"))  # the same shape: nothing to say
+    assert "other settings" not in validate_without_tensorflow(tmp_path / "p.yaml").stdout
+
+
 def test_run_refuses_a_missing_path_before_tensorflow_unless_it_resumes(tmp_path: Path) -> None:
     """Trial B10: a wrong init_checkpoint.path stopped the run 14 s in, after TensorFlow loaded."""
     text = PIPELINE.format(path=tmp_path / "nowhere", skip="[]") + f"  model_dir: {tmp_path / 'run'}\n"

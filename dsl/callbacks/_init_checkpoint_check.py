@@ -93,9 +93,17 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
     # The same type with other structure (ResNet-32 from a ResNet-20 run, trial B10): said as "may",
     # since some parameters (dropout, momentum) change no variable; --build knows.
     other = other_settings(network, trained)
-    if not other:
+    shown_items = [f"{key} {trained[key]} there, {network[key]} here{_written(sources, ('network', key))}" for key in other]
+    # The images' shape shapes the first layer's kernel (its channels) and a dense layer on them (trial
+    # B17: a grayscale fine-tune of an RGB run passed plain validate without a word).
+    ours_shape = (pipeline.get("inputter") or {}).get("image_shape")
+    theirs_shape = ((trained_section(run, "inputter") or {}) if run is not None else {}).get("image_shape")
+    if isinstance(ours_shape, list) and isinstance(theirs_shape, list) and ours_shape != theirs_shape:
+        shown_items.append(f"inputter.image_shape {theirs_shape} there, {ours_shape} here"
+                           f"{_written(sources, ('inputter', 'image_shape'))}")
+    if not shown_items:
         return []
-    shown = ", ".join(f"{key} {trained[key]} there, {network[key]} here{_written(sources, ('network', key))}" for key in other)
+    shown = ", ".join(shown_items)
     return [sources.diagnostic(where, (
         f"{run} trained its {ours} with other settings ({shown}): its variables may not match this network's "
         "(the run stops at its start if they do not); `validate --build` checks each one"), "warning")]

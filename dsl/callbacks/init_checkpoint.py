@@ -271,7 +271,8 @@ def plan_at_start(model: Any, params: dict[str, Any]) -> tuple[dict[str, str], s
         origins.update(dict.fromkeys(plan.skipped, "skipped"))
         note = f"first values from {path}"
     else:
-        note = f"init_checkpoint.path {params['path']} is not written yet: every value is fresh until it is"
+        note = (f"init_checkpoint.path {params['path']} does not exist (yet): the run stops at its start until a run "
+                "writes it, so the `first value` column is no plan: it cannot say what would be restored")
     if params.get("trainable") is not None:
         freeze_unmatched(model, selectors(model, list(params["trainable"]), "init_checkpoint.trainable"))
         if params.get("unfreeze_after_epochs") is not None:

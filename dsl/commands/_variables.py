@@ -52,5 +52,7 @@ def variables_table(pipeline: Pipeline) -> str:
     lines.append(f"{pipeline.network.type}: {len(rows) - 1} variables, {count:,} values; "
                  f"head layers: {', '.join(head_layer_names(model))} (init_checkpoint's skip/trainable accept "
                  f"head and backbone)" + (f"; {note}" if note else ""))
+    if restoring and "does not exist (yet)" in note:  # said first: a table of `fresh` read as a plan (trial B17)
+        lines.insert(0, f"warning: {note.split(';')[0]}")
     return "\n".join(lines) + "\n"
 
