@@ -1001,3 +1001,20 @@ def test_divergence_lets_a_spike_that_recovers_pass(tmp_path):
     runner = FakeRunner(tmp_path, max_epochs=2, steps_per_epoch=4)
     runner.run([guard()], sequence("loss", [3.2, 25.0, 40.0, 4.6, 3.0, 2.5, 50.0, 2.0]))
     assert not runner.failed and runner.step == 8
+
+
+def test_checkpoint_best_of_a_relative_run_directory_missing_here_names_the_directory_it_was_read_in(tmp_path, monkeypatch):
+    """Trial A16 ran `dslrun predict ../p.yaml --checkpoint best` from a sub-folder: "has no best model ...
+    keeps one with save_best" sent them to a setting their pipeline had; the run lived beside the parent."""
+    from dsl.engine.best import best_model_dir
+    from dsl.language.errors import DslError
+
+    (tmp_path / "runs" / "det").mkdir(parents=True)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    with pytest.raises(DslError, match=r"--checkpoint best: runs/det does not exist relative to this directory "
+                                       rf"\({tmp_path / 'sub'}\), where runner.model_dir is read from"):
+        best_model_dir(Path("runs/det"))
+    monkeypatch.chdir(tmp_path)  # the run is here, without a best model: the save_best hint stands
+    with pytest.raises(DslError, match=r"runs/det has no best model .* keeps one with save_best"):
+        best_model_dir(Path("runs/det"))

@@ -105,8 +105,18 @@ def test_a_header_of_other_column_names_is_a_header_and_a_first_data_row_is_not(
 def test_an_image_without_boxes_and_too_many_boxes(tmp_path: Path) -> None:
     listed = read_sources(params(box_csv(tmp_path, "a.png,,,,,")), "csv")["train"]
     assert len(listed) == 1 and listed[0].boxes == []
-    with pytest.raises(DslError, match=r"line 3: image .*a.png has more than inputter.max_boxes \(1\)"):
+    with pytest.raises(DslError, match=r"line 3: the image of this row has more than inputter.max_boxes \(1\)"):
         read_sources(params(box_csv(tmp_path, "a.png,1,1,5,5,0", "a.png,2,2,6,6,1"), max_boxes=1), "csv")
+
+
+def test_boxes_written_as_fractions_of_the_image_are_an_error_at_the_split(tmp_path: Path) -> None:
+    """Trial A16: x_min .. y_max as fractions (0.55, 0.57, 0.79, 0.81) trained to mAP 0 with exit 0; only the
+    anchors were said not to fit. One box of a pixel or more among them is taken as meant."""
+    path = box_csv(tmp_path, "a.png,0.1,0.2,0.5,0.6,disc", "a.png,0.3,0.3,0.9,1.0,square")
+    with pytest.raises(DslError, match=r"inputter.train: every box of .*boxes.csv ends within the image's first pixel "
+                                       r"\(no coordinate above 1\): boxes are written in pixels, not as fractions"):
+        read_sources(params(path), "csv")
+    assert len(read_sources(params(box_csv(tmp_path, "a.png,0.1,0.2,0.5,0.6,disc", "a.png,1,1,5,5,square")), "csv")["train"]) == 1
 
 
 def test_a_bad_coco_annotation_is_named_by_its_id_and_crowds_are_left_out(boxes: Path, tmp_path: Path) -> None:
@@ -337,6 +347,13 @@ def test_validate_data_sums_up_the_boxes_and_locates_a_bad_row(tmp_path: Path, b
     errors = [line for line in result.stdout.splitlines() if "hexagon" in line]
     assert len(errors) == 1 and errors[0].startswith(f"{bad / 'train.csv'}:4:1: error: inputter.train: unknown label "
                                                      "'hexagon'") and errors[0].endswith(" (2 more like it in this split)"), errors
+    # Too many boxes for max_boxes: once per split with a count, not a line per image (trial A16: 42 lines).
+    result = subprocess.run([*DSLRUN, "validate", str(PIPELINE), "--data", "--set", "inputter.max_boxes=1"],
+                            capture_output=True, text=True, env={**ENV, "DATA_DIR": str(boxes)}, timeout=120)
+    errors = [line for line in result.stdout.splitlines() if "max_boxes" in line]
+    assert result.returncode == 1 and len(errors) == 2, result.stdout
+    assert "error: inputter.train: the image of this row has more than inputter.max_boxes (1) boxes; raise max_boxes (" \
+        in errors[0] and errors[0].endswith("more like it in this split)"), errors
     # An image a COCO file names is missing: detection's inputters have no skip_corrupt, so the
     # error does not suggest it (it did, and the setting was then refused).
     coco = tmp_path / "coco"

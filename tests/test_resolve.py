@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,20 @@ def test_extends_only_names_yaml_files(tmp_path) -> None:
     messages = [d.format_text() for d in diagnostics]
     assert any("p.yaml:2:10: error: extends: base file 'secret.txt' is not a pipeline" in m for m in messages)
     assert not any("hunter2" in m for m in messages)
+
+
+def test_a_missing_base_named_like_a_shipped_pipeline_offers_it(tmp_path: Path) -> None:
+    """Trial A16 wrote `extends: detection.yaml` in a folder of its own, as the docs' examples read;
+    "not found" said where it looked but not where the shipped file is."""
+    from dsl.language.resolve import SHIPPED
+
+    assert (SHIPPED / "detection.yaml").is_file()
+    pipeline = write(tmp_path, "mine.yaml", "extends: detection.yaml\nname: mine\n")
+    (message,) = messages(resolve(pipeline))
+    assert f"{pipeline}:1:10: error: extends: base file 'detection.yaml' not found (looked for " in message
+    shipped = SHIPPED / "detection.yaml"  # written the shorter way: from here, or whole
+    written = min(os.path.relpath(shipped, tmp_path), str(shipped), key=len)
+    assert message.endswith("extends paths are relative to the file that names them; did you mean the shipped one? "
+                            f"extends: {written}"), message
+    (other,) = messages(resolve(write(tmp_path, "other.yaml", "extends: no_such_base.yaml\nname: other\n")))
+    assert other.endswith("extends paths are relative to the file that names them"), other

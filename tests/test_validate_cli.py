@@ -230,6 +230,21 @@ def test_a_base_files_line_printed_once_for_two_files_is_counted_once(tmp_path: 
     assert result.stderr.strip() == "2 files, 2 invalid, 1 error", result.stderr
 
 
+def test_the_count_follows_every_printed_line_when_both_streams_share_a_pipe(tmp_path: Path) -> None:
+    """Trial A16: `validate ... 2>&1` glued the count (stderr) to a half-written line of stdout, which a
+    pipe holds back in blocks: `... anchors 16-48 px1 file, 0 invalid`. The lines are flushed first."""
+    import subprocess
+    import sys
+
+    for index in range(200):  # an error each: more stdout than a pipe buffer holds
+        variant(tmp_path, f"f{index:03}.yaml", "batch_size: 8", "batch_size: 0")
+    result = subprocess.run([sys.executable, "-m", "dsl", "validate", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=120)
+    lines = result.stdout.splitlines()
+    count = [line for line in lines if "200 files, 200 invalid" in line]
+    assert len(count) == 1 and count[0] == "200 files, 200 invalid, 200 errors" == lines[-1], lines[-5:]
+
+
 def test_format_json(tmp_path: Path) -> None:
     ok = good(tmp_path, "ok.yaml")
     bad = variant(tmp_path, "bad.yaml", "batch_size: 8", "batch_size: 0")

@@ -306,6 +306,7 @@ def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str, data:
     summary = f"{_count(files, 'file')}, {invalid} invalid, {_count(errors, 'error')}"
     if warnings:
         summary += f", {_count(warnings, 'warning')}"
+    sys.stdout.flush()  # the lines before the count, whole: `2>&1 | tee` interleaved them (trial A16)
     click.echo(summary, err=True)
 
 

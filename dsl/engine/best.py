@@ -74,6 +74,11 @@ def best_model_dir(model_dir: Path) -> str:
     read_best(model_dir)  # finishes a swap of best/ that a crash interrupted
     best = model_dir / BEST_DIR
     if not (best / "checkpoint").is_file():
+        if not model_dir.is_absolute() and not model_dir.exists():  # trial A16 ran predict from a sub-folder
+            raise DslError(
+                f"--checkpoint best: {model_dir} does not exist relative to this directory ({Path.cwd()}), where "
+                "runner.model_dir is read from: run the command from the folder the run was started in, or give "
+                "--set runner.model_dir=<the run's directory>")
         raise DslError(
             f"--checkpoint best: {model_dir} has no best model ({best} does not exist); the checkpoint "
             "callback keeps one with save_best, e.g. {type: checkpoint, save_best: {monitor: val/accuracy}}"

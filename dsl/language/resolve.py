@@ -126,7 +126,7 @@ def _load_extending(
                     where,
                     _extends_path(names, index),
                     f"base file {name!r} {what} (looked for {base_display}; chain: {shown}); "
-                    "extends paths are relative to the file that names them",
+                    f"extends paths are relative to the file that names them{_shipped(name, path)}",
                 )
             )
             complete = False
@@ -171,6 +171,20 @@ def _extends_entries(names: Any, sources: SourceMap, diagnostics: list[Diagnosti
         sources.diagnostic(("extends",), "expected a file name or a list of file names")
     )
     return []
+
+
+# The pipelines shipped beside the package (a clone or an editable install; a wheel has none).
+SHIPPED = Path(__file__).resolve().parents[2] / "pipelines"
+
+
+def _shipped(name: str, extending: Path) -> str:
+    """`; the shipped ... is <path>` when a shipped pipeline bears the missing base's file name: trial
+    A16 wrote `extends: detection.yaml` in a folder of its own, as the docs' examples read."""
+    shipped = SHIPPED / Path(name).name
+    if not shipped.is_file():
+        return ""
+    relative = os.path.relpath(shipped, extending.resolve().parent)
+    return f"; did you mean the shipped one? extends: {min(relative, str(shipped), key=len)}"
 
 
 def _extends_path(names: Any, index: int) -> JsonPath:
