@@ -76,12 +76,12 @@ def missing_at_start(pipeline: dict[str, Any], sources: SourceMap) -> list[Diagn
 def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: JsonPath, sources: SourceMap) -> list[Diagnostic]:
     """A warning when the checkpoint's run used another network type: its variables will not match by
     name (trial B9: plain validate said nothing; --build listed 105 missing names)."""
-    from dsl.engine.checkpoint_paths import run_of, trained_section
+    from dsl.engine.checkpoint_paths import run_of
 
     network = pipeline.get("network") or {}
     ours = network.get("type")
     run = run_of(callback["path"])
-    trained = (trained_section(run, "network") or {}) if run is not None else {}
+    trained = _trained(callback, "network")
     theirs = trained.get("type")
     if not isinstance(theirs, str) or not isinstance(ours, str):
         return []
@@ -97,7 +97,7 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
     # The images' shape shapes the first layer's kernel (its channels) and a dense layer on them (trial
     # B17: a grayscale fine-tune of an RGB run passed plain validate without a word).
     ours_shape = (pipeline.get("inputter") or {}).get("image_shape")
-    theirs_shape = ((trained_section(run, "inputter") or {}) if run is not None else {}).get("image_shape")
+    theirs_shape = _trained(callback, "inputter").get("image_shape")
     if isinstance(ours_shape, list) and isinstance(theirs_shape, list) and ours_shape != theirs_shape:
         shown_items.append(f"inputter.image_shape {theirs_shape} there, {ours_shape} here"
                            f"{_written(sources, ('inputter', 'image_shape'))}")
@@ -109,6 +109,14 @@ def _other_network(callback: dict[str, Any], pipeline: dict[str, Any], where: Js
         "(the run stops at its start if they do not); `validate --build` checks each one"), "warning")]
 
 
+def _trained(callback: dict[str, Any], section: str) -> dict[str, Any]:
+    """`section` of the pipeline the checkpoint's run used (its pipeline.yaml, read once), or {}."""
+    from dsl.engine.checkpoint_paths import run_of, trained_section
+
+    run = run_of(callback["path"])
+    return (trained_section(run, section) or {}) if run is not None else {}
+
+
 def other_settings(network: dict[str, Any], trained: dict[str, Any]) -> list[str]:
     """The network parameters set otherwise than in the checkpoint's run that shape its variables."""
     return [key for key in network if key not in UNSTRUCTURAL and key in trained and network[key] != trained[key]]
@@ -118,10 +126,7 @@ def _cause(callback: dict[str, Any], pipeline: dict[str, Any]) -> tuple[JsonPath
     """The network setting a failed restore comes from, and the checkpoint's run's value of it, when
     that run set it otherwise: there the user changed something (trial B16's variant set
     `network: {depth: 32}`, and the error stood at the base file's checkpoint path)."""
-    from dsl.engine.checkpoint_paths import run_of, trained_section
-
-    run = run_of(callback["path"])
-    trained = (trained_section(run, "network") or {}) if run is not None else {}
+    trained = _trained(callback, "network")
     other = other_settings(pipeline.get("network") or {}, trained)
     return (("network", other[0]), trained[other[0]]) if other else None
 

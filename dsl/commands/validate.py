@@ -275,9 +275,9 @@ def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str, data:
     """Diagnostics (and, with --data, one summary per split) in the chosen format; the count on stderr."""
     files = len(reports)
     invalid = sum(1 for _, d in reports if _errors(d))
-    errors = sum(_errors(d) for _, d in reports)
-    warnings = sum(len(d) - _errors(d) for _, d in reports)
-    if output_format == "json":
+    if output_format == "json":  # per file, each file's own diagnostics
+        errors = sum(_errors(d) for _, d in reports)
+        warnings = sum(len(d) - _errors(d) for _, d in reports)
         entries = []
         for name, d in reports:
             entry: dict[str, Any] = {"file": name, "valid": not _errors(d), "diagnostics": [x.to_dict() for x in d]}
@@ -290,18 +290,18 @@ def _emit(reports: list[tuple[str, list[Diagnostic]]], output_format: str, data:
         }
         click.echo(json.dumps(document, indent=2))
         return
-    printed: set[str] = set()  # a broken base file is reported once, not once per file extending it
+    # A broken base file is reported once, not once per file extending it, and counted as printed
+    # (trial B16 read "2 warnings" under one line).
+    printed: dict[str, Diagnostic] = {}
     for name, diagnostics in reports:
         for diagnostic in diagnostics:
             line = diagnostic.format_github() if output_format == "github" else diagnostic.format_text()
             if line not in printed:
-                printed.add(line)
+                printed[line] = diagnostic
                 click.echo(line)
         for summary, _ in (data or {}).get(name, []):
             click.echo(f"::notice file={name}::{summary}" if output_format == "github" else f"{name}: {summary}")
-    # The count of what was printed: a base file's line shown once for two files extending it is
-    # one warning, not two under one printed line (trial B16).
-    shown = list({d.format_text(): d for _, diagnostics in reports for d in diagnostics}.values())
+    shown = list(printed.values())
     errors, warnings = _errors(shown), len(shown) - _errors(shown)
     summary = f"{_count(files, 'file')}, {invalid} invalid, {_count(errors, 'error')}"
     if warnings:
